@@ -1,0 +1,9 @@
+// Package collate provides the tensors and batch layouts of tensorbatch:
+// element types (DType), per-sample schemas (Field, Schema), Tensor views
+// over raw bytes, typed views (As) and the Layout that places every field
+// of a batch at an aligned offset of one buffer.
+//
+// A Tensor never owns its memory: it is a view, valid as long as the buffer
+// it was taken from. Tensors are little-endian and dense (row-major, no
+// strides).
+package collate

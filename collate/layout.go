@@ -1,0 +1,68 @@
+package collate
+
+import "fmt"
+
+// Align is the byte alignment of every field in a batch buffer: the
+// allocation granularity of cudaMalloc and hipMalloc, and a multiple of
+// every cache line and SIMD width in use.
+const Align = 256
+
+// Layout places the fields of up to Cap samples in one buffer: field i
+// occupies Cap×Field.Bytes() bytes from an Align-aligned offset, so a whole
+// batch is one allocation and one host-to-device copy.
+type Layout struct {
+	schema  Schema
+	cap     int
+	offsets []int
+	size    int
+}
+
+// NewLayout returns the layout of batches of up to capacity samples of s.
+func NewLayout(s Schema, capacity int) (*Layout, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if capacity <= 0 {
+		return nil, fmt.Errorf("collate: layout capacity %d, want > 0", capacity)
+	}
+	l := &Layout{schema: s, cap: capacity, offsets: make([]int, len(s))}
+	for i, f := range s {
+		l.offsets[i] = l.size
+		n := f.Bytes()
+		if n > 0 && capacity > maxSampleBytes/n {
+			return nil, fmt.Errorf("collate: field %q: %d samples of %d bytes is too large", f.Name, capacity, n)
+		}
+		l.size += (n*capacity + Align - 1) &^ (Align - 1)
+	}
+	return l, nil
+}
+
+// Schema returns the layout's schema.
+func (l *Layout) Schema() Schema { return l.schema }
+
+// Cap returns the number of samples the layout holds.
+func (l *Layout) Cap() int { return l.cap }
+
+// Size returns the bytes of a buffer that holds the layout.
+func (l *Layout) Size() int { return l.size }
+
+// Offset returns the byte offset of field i.
+func (l *Layout) Offset(i int) int { return l.offsets[i] }
+
+// Sample returns the view of field i of sample pos in buf.
+func (l *Layout) Sample(buf []byte, i, pos int) Tensor {
+	f := l.schema[i]
+	n := f.Bytes()
+	off := l.offsets[i] + pos*n
+	return view(f.DType, f.Shape, buf[off:off+n:off+n])
+}
+
+// Batch returns the view of field i of the first n samples in buf, with
+// shape [n, field shape...].
+func (l *Layout) Batch(buf []byte, i, n int) Tensor {
+	f := l.schema[i]
+	off := l.offsets[i]
+	end := off + n*f.Bytes()
+	shape := append([]int{n}, f.Shape...)
+	return view(f.DType, shape, buf[off:end:end])
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"runtime"
+	"time"
+)
+
+// AutoWorkers, as Config.Workers, starts one worker per available CPU
+// (GOMAXPROCS).
+const AutoWorkers = -1
+
+// DefaultPrefetchFactor is the batches in flight per worker when
+// Config.PrefetchFactor is 0, as in PyTorch.
+const DefaultPrefetchFactor = 2
+
+// Config configures a Loader. The zero value of every field is a working
+// default, as with net/http.Server.
+type Config struct {
+	// BatchSize is the samples per batch; 0 means 1.
+	BatchSize int
+	// Shuffle visits a permutation of the dataset that is a pure function of
+	// (Seed, epoch). Not with Sampler or BatchSampler.
+	Shuffle bool
+	// Seed seeds the shuffle and every sample's RNG (Slot.Rand).
+	Seed uint64
+	// DropLast drops the last batch when it is short.
+	DropLast bool
+
+	// Workers is the number of worker goroutines; 0 loads in the consumer's
+	// goroutine (PyTorch's num_workers=0); AutoWorkers is one per CPU.
+	Workers int
+	// PrefetchFactor is the batches in flight per worker; 0 means
+	// DefaultPrefetchFactor; ignored when Workers is 0.
+	PrefetchFactor int
+	// RestartWorkers starts the workers at every epoch and stops them at its
+	// end, as PyTorch's persistent_workers=False. By default workers persist
+	// for the Loader's life.
+	RestartWorkers bool
+	// Timeout, when positive, bounds each sample's Fill: the ctx given to
+	// Fill expires, and a Fill that ignores it is reported as a SampleError
+	// wrapping ErrTimeout that names the stuck index. With Workers 0 only
+	// the ctx deadline applies.
+	Timeout time.Duration
+
+	// Sampler replaces the sequential or shuffled order. Not with Shuffle or
+	// BatchSampler.
+	Sampler Sampler
+	// BatchSampler replaces the batching of the order: BatchSize, DropLast,
+	// Shuffle and Sampler must then be unset.
+	BatchSampler BatchSampler
+
+	// SkipZero leaves each sample's bytes as the last batch in that buffer
+	// left them instead of zeroing them before Fill. Set it only when Fill
+	// writes every byte of every field.
+	SkipZero bool
+	// MaxPinnedBytes caps the pinned host memory of batch buffers; when
+	// reached, workers wait for the consumer to release batches. 0 means no
+	// cap (the window, Workers×PrefetchFactor, bounds it anyway).
+	MaxPinnedBytes int64
+}
+
+// validate checks c against a dataset of n samples and returns the config
+// with defaults filled in.
+func (c Config) validate() (Config, error) {
+	switch {
+	case c.BatchSize < 0:
+		return c, configError("BatchSize", "%d, want > 0 (or 0 for the default, 1)", c.BatchSize)
+	case c.Workers < AutoWorkers:
+		return c, configError("Workers", "%d, want >= 0, or AutoWorkers (-1) for one per CPU", c.Workers)
+	case c.PrefetchFactor < 0:
+		return c, configError("PrefetchFactor", "%d, want > 0 (or 0 for the default, %d)", c.PrefetchFactor, DefaultPrefetchFactor)
+	case c.Timeout < 0:
+		return c, configError("Timeout", "%v, want >= 0 (0 means none)", c.Timeout)
+	case c.MaxPinnedBytes < 0:
+		return c, configError("MaxPinnedBytes", "%d, want >= 0 (0 means no cap)", c.MaxPinnedBytes)
+	case c.Sampler != nil && c.Shuffle:
+		return c, configError("Sampler", "set together with Shuffle; a custom sampler gives its own order")
+	case c.BatchSampler != nil && (c.BatchSize != 0 || c.DropLast || c.Shuffle || c.Sampler != nil):
+		return c, configError("BatchSampler", "set together with BatchSize, DropLast, Shuffle or Sampler; the batch sampler decides those")
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1
+	}
+	if c.Workers == AutoWorkers {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.PrefetchFactor == 0 {
+		c.PrefetchFactor = DefaultPrefetchFactor
+	}
+	return c, nil
+}
+
+// window is the number of batches that may be in flight: started by the
+// workers and not yet taken by the consumer.
+func (c Config) window() int {
+	if c.Workers == 0 {
+		return 1
+	}
+	return c.Workers * c.PrefetchFactor
+}

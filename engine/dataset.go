@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// Dataset is a map-style dataset: Len samples, each with the fields of
+// Schema, written in place by Fill.
+type Dataset interface {
+	Len() int
+	Schema() collate.Schema
+	// Fill writes sample s.Index() into the views of s. It runs on a worker
+	// goroutine, concurrently with other Fills, and should return when ctx
+	// is done.
+	Fill(ctx context.Context, s *Slot) error
+}
+
+// DatasetFunc returns a Dataset of n samples of schema filled by fill.
+func DatasetFunc(n int, schema collate.Schema, fill func(ctx context.Context, s *Slot) error) Dataset {
+	return funcDataset{n: n, schema: schema, fill: fill}
+}
+
+type funcDataset struct {
+	n      int
+	schema collate.Schema
+	fill   func(ctx context.Context, s *Slot) error
+}
+
+func (d funcDataset) Len() int                                { return d.n }
+func (d funcDataset) Schema() collate.Schema                  { return d.schema }
+func (d funcDataset) Fill(ctx context.Context, s *Slot) error { return d.fill(ctx, s) }
+
+// Slot is one sample's place in a batch buffer, handed to Fill. A Slot is
+// valid only during the Fill call it was given to.
+type Slot struct {
+	index, epoch int
+	pos          int // position in the batch
+	seed         uint64
+	layout       *collate.Layout
+	buf          []byte
+	pcg          rand.PCG
+	rng          *rand.Rand
+}
+
+func newSlot(seed uint64) *Slot {
+	s := &Slot{seed: seed}
+	s.rng = rand.New(&s.pcg)
+	return s
+}
+
+// reset points the slot at sample index, position pos of the batch in buf.
+func (s *Slot) reset(epoch, index, pos int, layout *collate.Layout, buf []byte) {
+	s.epoch, s.index, s.pos, s.layout, s.buf = epoch, index, pos, layout, buf
+	s.pcg.Seed(SampleSeed(s.seed, epoch, index))
+}
+
+// Index returns the dataset index of the sample.
+func (s *Slot) Index() int { return s.index }
+
+// Epoch returns the epoch the sample is loaded in.
+func (s *Slot) Epoch() int { return s.epoch }
+
+// Rand returns the sample's RNG: a PCG seeded from (Seed, Epoch, Index), so
+// the sample's random draws are the same whichever worker fills it.
+func (s *Slot) Rand() *rand.Rand { return s.rng }
+
+// Seed returns the words that seed Rand (see SampleSeed), for code that
+// keys its own generator by the sample.
+func (s *Slot) Seed() (uint64, uint64) { return SampleSeed(s.seed, s.epoch, s.index) }
+
+// Tensor returns the view of field name for this sample: its place in the
+// pinned batch buffer. It panics, listing the schema's fields, when there
+// is no such field; the panic becomes the sample's SampleError.
+func (s *Slot) Tensor(name string) collate.Tensor {
+	i := s.layout.Schema().Index(name)
+	if i < 0 {
+		panic(fmt.Sprintf("engine: Slot.Tensor(%q): no such field; the schema has %q", name, s.layout.Schema().Names()))
+	}
+	return s.layout.Sample(s.buf, i, s.pos)
+}
+
+// Field returns the view of the i-th field of the schema for this sample.
+func (s *Slot) Field(i int) collate.Tensor { return s.layout.Sample(s.buf, i, s.pos) }

@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors that callers test with errors.Is.
+var (
+	// ErrClosed is returned by an epoch of a closed Loader.
+	ErrClosed = errors.New("engine: loader closed")
+	// ErrBusy is returned when an epoch starts while another is running.
+	ErrBusy = errors.New("engine: another epoch of this loader is running")
+	// ErrTimeout is wrapped by the SampleError of a sample whose Fill ran
+	// longer than Config.Timeout.
+	ErrTimeout = errors.New("sample timed out")
+)
+
+// SampleError is the error of one sample: Fill returned an error, panicked
+// or ran past Config.Timeout.
+type SampleError struct {
+	Index  int    // dataset index of the sample
+	Epoch  int    // epoch it was loaded in
+	Worker int    // worker that ran Fill; -1 for the consumer's goroutine (Workers 0)
+	Err    error  // what went wrong
+	Stack  []byte // the goroutine's stack when Fill panicked; nil otherwise
+}
+
+func (e *SampleError) Error() string {
+	who := fmt.Sprintf("worker %d", e.Worker)
+	if e.Worker < 0 {
+		who = "consumer goroutine"
+	}
+	return fmt.Sprintf("engine: sample %d (epoch %d, %s): %v", e.Index, e.Epoch, who, e.Err)
+}
+
+func (e *SampleError) Unwrap() error { return e.Err }
+
+// panicError turns a recovered value into an error, keeping error values.
+func panicError(v any) error {
+	if err, ok := v.(error); ok {
+		return fmt.Errorf("panic: %w", err)
+	}
+	return fmt.Errorf("panic: %v", v)
+}
+
+// configError names the Config field at fault.
+func configError(field string, format string, args ...any) error {
+	return fmt.Errorf("engine: Config.%s: %s", field, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/pinned"
+)
+
+// Loader delivers the batches of a Dataset, epoch by epoch. One epoch runs
+// at a time; Close may be called from any goroutine, at any point.
+type Loader struct {
+	ds     Dataset
+	cfg    Config
+	bs     BatchSampler
+	pool   *pinned.Pool
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	layout   *collate.Layout // grows to the largest batch seen
+	consumer *worker         // the consumer's goroutine as a worker, when Workers is 0
+	active   *run
+	closed   bool
+	workers  []*worker      // persistent workers; nil until the first epoch
+	wg       sync.WaitGroup // persistent worker goroutines
+
+	closeOnce sync.Once
+	closeErr  error
+
+	batches, samples, copied atomic.Int64
+}
+
+// New returns a loader of ds configured by cfg. An invalid config gives an
+// error that names the field and what it accepts.
+func New(ds Dataset, cfg Config) (*Loader, error) {
+	if ds == nil {
+		return nil, errors.New("engine: New: nil Dataset")
+	}
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	schema := ds.Schema()
+	if err := schema.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: Dataset.Schema: %w", err)
+	}
+	if n := ds.Len(); n < 0 {
+		return nil, fmt.Errorf("engine: Dataset.Len is %d, want >= 0", n)
+	}
+	layout, err := collate.NewLayout(schema, cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("engine: Config.BatchSize: %w", err)
+	}
+	l := &Loader{
+		ds:     ds,
+		cfg:    cfg,
+		bs:     cfg.BatchSampler,
+		pool:   pinned.NewPool(pinned.CPU{}, cfg.MaxPinnedBytes),
+		logger: slog.Default(),
+		layout: layout,
+	}
+	if cfg.Workers == 0 {
+		l.consumer = newWorker(-1, cfg.Seed)
+	}
+	return l, nil
+}
+
+// Config returns the loader's configuration with defaults filled in.
+func (l *Loader) Config() Config { return l.cfg }
+
+// batchSampler returns the batch sampler for a dataset of n samples.
+func (l *Loader) batchSampler(n int) BatchSampler {
+	if l.bs != nil {
+		return l.bs
+	}
+	s := l.cfg.Sampler
+	switch {
+	case s != nil:
+	case l.cfg.Shuffle:
+		s = Shuffled{N: n, Seed: l.cfg.Seed}
+	default:
+		s = Sequential{N: n}
+	}
+	return Batched{Sampler: s, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
+}
+
+// Epoch returns the batches of epoch, in sampler order. Ranging over it
+// runs the epoch; each batch is recycled when the loop body returns unless
+// it was retained. An error ends the sequence: a *SampleError at the
+// failing sample's batch, after every batch before it, or the cause of
+// ctx's cancellation, or ErrClosed.
+func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
+	return func(yield func(*Batch, error) bool) {
+		r, err := l.start(ctx, epoch)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer l.finish(r)
+		for k := range r.batches {
+			b, err := r.take(k)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yieldBatch(yield, b) {
+				return
+			}
+		}
+	}
+}
+
+// yieldBatch hands b to the loop body and drops the loop's reference when
+// the body returns, even by panic.
+func yieldBatch(yield func(*Batch, error) bool, b *Batch) bool {
+	defer b.Release()
+	return yield(b, nil)
+}
+
+// start sets up the run of one epoch and hands it to the workers.
+func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
+	if epoch < 0 {
+		return nil, fmt.Errorf("engine: epoch %d, want >= 0", epoch)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return nil, ErrClosed
+	case l.active != nil:
+		return nil, ErrBusy
+	}
+	n := l.ds.Len()
+	batches := l.batchSampler(n).Batches(epoch)
+	if err := checkBatches(batches, n); err != nil {
+		return nil, err
+	}
+	capacity := 0
+	for _, b := range batches {
+		capacity = max(capacity, len(b))
+	}
+	if capacity > l.layout.Cap() {
+		layout, err := collate.NewLayout(l.layout.Schema(), capacity)
+		if err != nil {
+			return nil, fmt.Errorf("engine: batch of %d samples: %w", capacity, err)
+		}
+		l.layout = layout
+	}
+	workers := l.workers
+	if l.cfg.Workers > 0 && workers == nil {
+		workers = make([]*worker, l.cfg.Workers)
+		for i := range workers {
+			workers[i] = newWorker(i, l.cfg.Seed)
+		}
+		if !l.cfg.RestartWorkers {
+			l.workers = workers
+			for _, w := range workers {
+				w.runs = make(chan *run, 1)
+				l.wg.Add(1)
+				go w.loop(&l.wg)
+			}
+		}
+	}
+	r := newRun(ctx, l, epoch, batches, workers)
+	r.wg.Add(len(workers))
+	for _, w := range workers {
+		if w.runs != nil {
+			w.runs <- r
+		} else {
+			go r.workOnce(w)
+		}
+	}
+	l.active = r
+	return r, nil
+}
+
+// NOTE [shutdown]
+//
+// An epoch ends when its consumer returns from the range loop: at the end
+// of the batches, at an error, at a break, or at ctx's cancellation. finish
+// then stops the run (its ctx is cancelled and waiting workers are woken),
+// waits until every worker has left it, and puts the buffers of batches
+// that were started but never taken back into the pool. Workers therefore
+// never touch a run's buffers after finish returns, and no batch buffer is
+// lost. Close stops the active run too, so that its workers leave it, ends
+// the persistent workers by closing their channels and waits for them, and
+// closes the pool: cached buffers are freed at once, and buffers still held
+// (a retained batch, the batch in a loop body, the run being finished) are
+// freed as they come back. Per-epoch workers are goroutines of one run and
+// end with it, so Close from inside a loop body cannot deadlock.
+
+// finish ends run r; see NOTE [shutdown].
+func (l *Loader) finish(r *run) {
+	r.stop(nil)
+	r.wg.Wait()
+	r.recycle()
+	l.mu.Lock()
+	l.active = nil
+	l.mu.Unlock()
+}
+
+// recycle puts a batch buffer back into the pool. On the cpu backend the
+// buffer has no pending copy, so it is reusable at once.
+func (l *Loader) recycle(buf *pinned.Buffer) {
+	if err := l.pool.Put(buf, nil); err != nil {
+		l.logger.Error("tensorbatch: freeing a batch buffer", "err", err)
+	}
+}
+
+// Close stops the running epoch, if any, ends the workers and frees the
+// cached buffers; see NOTE [shutdown]. It is safe to call more than once
+// and from any goroutine; later calls return the first call's result.
+func (l *Loader) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		r, workers := l.active, l.workers
+		l.workers = nil
+		l.mu.Unlock()
+		if r != nil {
+			r.stop(ErrClosed)
+		}
+		for _, w := range workers {
+			close(w.runs)
+		}
+		l.wg.Wait()
+		l.closeErr = l.pool.Close()
+	})
+	return l.closeErr
+}
+
+// Stats is a snapshot of a loader's counters.
+type Stats struct {
+	Batches     int64 // batches delivered
+	Samples     int64 // samples filled
+	BytesCopied int64 // bytes the loader copied into batch buffers (0 on the Fill path)
+	Pool        pinned.PoolStats
+}
+
+// Stats returns the loader's counters.
+func (l *Loader) Stats() Stats {
+	return Stats{
+		Batches:     l.batches.Load(),
+		Samples:     l.samples.Load(),
+		BytesCopied: l.copied.Load(),
+		Pool:        l.pool.Stats(),
+	}
+}

@@ -1,0 +1,369 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/pinned"
+)
+
+// run is one epoch in progress. Workers advance one cursor over the
+// epoch's samples in sampler order, so they all work on the oldest
+// unfinished batch first; a batch may start only while fewer than window
+// batches are started and not yet taken by the consumer. Each batch counts
+// its samples down and the worker that fills the last one completes it.
+// The consumer takes batches in order.
+type run struct {
+	l       *Loader
+	epoch   int
+	batches [][]int
+	layout  *collate.Layout
+	window  int
+	workers []*worker
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	unwatch func() bool // stops watching the caller's ctx
+	wg      sync.WaitGroup // workers inside the run
+
+	mu       sync.Mutex
+	cond     *sync.Cond    // signalled when a claim may proceed
+	changed  chan struct{} // closed and replaced when a batch completes or the run stops
+	nb, off  int           // the cursor: the next sample is batches[nb][off]
+	started  int           // batches started (buffer taken)
+	starting bool          // a worker is getting the buffer of batch started
+	taken    int           // batches taken by the consumer
+	ring     []*pending    // batch k at ring[k%window], from start to take
+	stopped  bool
+	err      error // a failure of the run itself (not of a sample)
+}
+
+// pending is a started batch.
+type pending struct {
+	buf      *pinned.Buffer
+	left     atomic.Int32 // samples not yet filled
+	complete bool         // guarded by run.mu
+	err      *SampleError // the failing sample at the lowest position; guarded by run.mu
+	errPos   int
+}
+
+func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers []*worker) *run {
+	r := &run{
+		l:       l,
+		epoch:   epoch,
+		batches: batches,
+		layout:  l.layout,
+		window:  l.cfg.window(),
+		workers: workers,
+		changed: make(chan struct{}),
+	}
+	r.ring = make([]*pending, r.window)
+	r.cond = sync.NewCond(&r.mu)
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	// Wake claimers in cond.Wait when the caller's ctx is done.
+	r.unwatch = context.AfterFunc(ctx, func() { r.stop(context.Cause(ctx)) })
+	return r
+}
+
+// notify wakes everyone waiting on the run. Called with r.mu held.
+func (r *run) notify() {
+	r.cond.Broadcast()
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// stop ends the run with cause (nil: it ended normally or was abandoned).
+func (r *run) stop(cause error) {
+	r.unwatch()
+	r.cancel(cause)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.stopped = true
+		r.notify()
+	}
+}
+
+// fail stops the run with an error the consumer reports. Called with r.mu held.
+func (r *run) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.stopped = true
+	r.notify()
+}
+
+// claim returns the next sample to fill: its batch, batch number, position
+// and dataset index. ok is false when there is nothing to claim: the run is
+// over or stopped, or, when !block, the window is full.
+func (r *run) claim(block bool) (p *pending, k, pos, index int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if r.stopped || r.nb >= len(r.batches) {
+			return nil, 0, 0, 0, false
+		}
+		k = r.nb
+		if r.started == k { // the cursor is at a batch nobody has started
+			if r.starting || k >= r.taken+r.window {
+				if !block {
+					return nil, 0, 0, 0, false
+				}
+				r.cond.Wait()
+				continue
+			}
+			if !r.startBatch(k) {
+				return nil, 0, 0, 0, false
+			}
+		}
+		p, pos = r.ring[k%r.window], r.off
+		index = r.batches[k][pos]
+		if r.off++; r.off == len(r.batches[k]) {
+			r.nb, r.off = r.nb+1, 0
+		}
+		return p, k, pos, index, true
+	}
+}
+
+// startBatch gets batch k's buffer without holding r.mu, so that a wait in
+// the pool (at MaxPinnedBytes) never blocks the consumer. Called with r.mu
+// held; reports whether the batch started.
+func (r *run) startBatch(k int) bool {
+	r.starting = true
+	r.mu.Unlock()
+	buf, err := r.l.pool.Get(r.ctx, r.layout.Size())
+	r.mu.Lock()
+	r.starting = false
+	r.cond.Broadcast()
+	switch {
+	case r.stopped:
+		if buf != nil {
+			r.l.recycle(buf)
+		}
+		return false
+	case err != nil:
+		r.fail(fmt.Errorf("engine: buffer for batch %d of epoch %d: %w", k, r.epoch, err))
+		return false
+	}
+	p := &pending{buf: buf}
+	p.left.Store(int32(len(r.batches[k])))
+	r.ring[k%r.window] = p
+	r.started++
+	return true
+}
+
+// work fills samples until there is nothing to claim.
+func (r *run) work(w *worker, block bool) {
+	for {
+		p, k, pos, index, ok := r.claim(block)
+		if !ok {
+			return
+		}
+		r.fill(w, p, k, pos, index)
+	}
+}
+
+// workOnce is the life of a per-epoch worker (Config.RestartWorkers).
+func (r *run) workOnce(w *worker) {
+	defer r.wg.Done()
+	r.work(w, true)
+}
+
+// fill runs the dataset's Fill for one sample and counts its batch down.
+func (r *run) fill(w *worker, p *pending, k, pos, index int) {
+	s := w.slot
+	s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes())
+	if !r.l.cfg.SkipZero {
+		for i := range r.layout.Schema() {
+			clear(s.Field(i).Bytes())
+		}
+	}
+	timed := r.l.cfg.Timeout > 0
+	if timed {
+		w.begin(r, k, index)
+	}
+	err, stack := r.call(s)
+	if timed {
+		w.end()
+	}
+	r.l.samples.Add(1)
+	if err != nil {
+		r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err, Stack: stack})
+	}
+	if p.left.Add(-1) == 0 {
+		r.mu.Lock()
+		p.complete = true
+		r.notify()
+		r.mu.Unlock()
+	}
+}
+
+// errSampleDeadline is the cause of a per-sample ctx that ran past Timeout.
+var errSampleDeadline = errors.New("sample deadline")
+
+// call runs Fill, turning a panic into an error with its stack.
+func (r *run) call(s *Slot) (err error, stack []byte) {
+	ctx := r.ctx
+	if t := r.l.cfg.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, t, errSampleDeadline)
+		defer cancel()
+		defer func() {
+			if err != nil && context.Cause(ctx) == errSampleDeadline {
+				err = fmt.Errorf("%w after %v: %w", ErrTimeout, t, err)
+			}
+		}()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err, stack = panicError(v), debug.Stack()
+		}
+	}()
+	return r.l.ds.Fill(ctx, s), nil
+}
+
+// sampleFailed records e in batch p, keeping the lowest position, so the
+// error reported is the same whatever the scheduling.
+func (r *run) sampleFailed(p *pending, pos int, e *SampleError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.err == nil || pos < p.errPos {
+		p.err, p.errPos = e, pos
+	}
+}
+
+// take waits for batch k and hands it to the consumer.
+func (r *run) take(k int) (*Batch, error) {
+	var tick <-chan time.Time
+	if t := r.l.cfg.Timeout; t > 0 && len(r.workers) > 0 {
+		ticker := time.NewTicker(max(t/4, time.Millisecond))
+		defer ticker.Stop()
+		tick = ticker.C
+	}
+	for {
+		if len(r.workers) == 0 {
+			r.work(r.l.consumer, false)
+		}
+		r.mu.Lock()
+		// r.ctx.Err is checked too: it is set as soon as the caller cancels,
+		// before the AfterFunc sets r.stopped.
+		if r.stopped || r.ctx.Err() != nil {
+			err := r.stopErr()
+			r.mu.Unlock()
+			return nil, err
+		}
+		if p := r.ring[k%r.window]; r.started > k && p.complete {
+			r.ring[k%r.window] = nil
+			r.taken = k + 1
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			if p.err != nil {
+				r.l.recycle(p.buf)
+				return nil, p.err
+			}
+			r.l.batches.Add(1)
+			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf}
+			b.refs.Store(1)
+			return b, nil
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-tick:
+			if err := r.stuck(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// stopErr says why a stopped run stopped. Called with r.mu held.
+func (r *run) stopErr() error {
+	if r.err != nil {
+		return r.err
+	}
+	if err := context.Cause(r.ctx); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// stuck returns the error of a sample of batch k or earlier whose Fill has
+// run longer than Config.Timeout, or nil.
+func (r *run) stuck(k int) error {
+	t := r.l.cfg.Timeout
+	for _, w := range r.workers {
+		if index, d, ok := w.busyOn(r, k); ok && d > t {
+			return &SampleError{Index: index, Epoch: r.epoch, Worker: w.id,
+				Err: fmt.Errorf("%w: Fill has run for %v, longer than Timeout %v", ErrTimeout, d.Round(time.Millisecond), t)}
+		}
+	}
+	return nil
+}
+
+// recycle puts the buffers of batches started but never taken back into
+// the pool. Called once every worker has left the run.
+func (r *run) recycle() {
+	for i, p := range r.ring {
+		if p != nil {
+			r.l.recycle(p.buf)
+			r.ring[i] = nil
+		}
+	}
+}
+
+// worker is one worker goroutine's state.
+type worker struct {
+	id   int
+	slot *Slot
+	runs chan *run // persistent workers receive each epoch's run here
+
+	mu    sync.Mutex // guards what the timeout watchdog reads
+	run   *run
+	batch int
+	index int
+	since time.Time
+}
+
+func newWorker(id int, seed uint64) *worker {
+	return &worker{id: id, slot: newSlot(seed)}
+}
+
+// loop is the life of a persistent worker: one run after another until
+// its channel is closed by Close.
+func (w *worker) loop(wg *sync.WaitGroup) {
+	defer wg.Done()
+	for r := range w.runs {
+		r.work(w, true)
+		r.wg.Done()
+	}
+}
+
+func (w *worker) begin(r *run, k, index int) {
+	w.mu.Lock()
+	w.run, w.batch, w.index, w.since = r, k, index, time.Now()
+	w.mu.Unlock()
+}
+
+func (w *worker) end() {
+	w.mu.Lock()
+	w.run = nil
+	w.mu.Unlock()
+}
+
+// busyOn reports the sample w is filling for run r in batch k or earlier,
+// and for how long.
+func (w *worker) busyOn(r *run, k int) (index int, d time.Duration, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.run != r || w.batch > k {
+		return 0, 0, false
+	}
+	return w.index, time.Since(w.since), true
+}

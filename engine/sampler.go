@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Sampler gives the order in which an epoch visits the dataset. Order must
+// be a pure function of the epoch (and the sampler's own fields), so every
+// run and every worker count sees the same order.
+type Sampler interface {
+	Order(epoch int) []int
+}
+
+// BatchSampler groups an epoch's indices into batches. Custom code can
+// replace the built-in Batched (bucketing by length, say). Every batch must
+// be non-empty; Batches must be a pure function of the epoch.
+type BatchSampler interface {
+	Batches(epoch int) [][]int
+}
+
+// Sequential visits 0, 1, ..., N-1 every epoch.
+type Sequential struct{ N int }
+
+// Order returns 0..N-1.
+func (s Sequential) Order(int) []int {
+	idx := make([]int, s.N)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// Shuffled visits a permutation of 0..N-1 that depends only on Seed and the
+// epoch (math/rand/v2's PCG, seeded with Seed and a hash of the epoch).
+type Shuffled struct {
+	N    int
+	Seed uint64
+}
+
+// Order returns the epoch's permutation.
+func (s Shuffled) Order(epoch int) []int {
+	r := rand.New(rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646)))
+	return r.Perm(s.N)
+}
+
+// Batched cuts a Sampler's order into batches of Size; the last one is
+// shorter unless DropLast drops it.
+type Batched struct {
+	Sampler  Sampler
+	Size     int
+	DropLast bool
+}
+
+// Batches returns the epoch's batches; they share one backing array.
+func (b Batched) Batches(epoch int) [][]int {
+	order := b.Sampler.Order(epoch)
+	n := len(order) / b.Size
+	if !b.DropLast && len(order)%b.Size != 0 {
+		n++
+	}
+	out := make([][]int, n)
+	for i := range out {
+		out[i] = order[i*b.Size : min((i+1)*b.Size, len(order))]
+	}
+	return out
+}
+
+// checkBatches verifies that every batch is non-empty and every index in
+// [0, n).
+func checkBatches(batches [][]int, n int) error {
+	for k, b := range batches {
+		if len(b) == 0 {
+			return fmt.Errorf("engine: batch sampler gave an empty batch %d", k)
+		}
+		for j, i := range b {
+			if i < 0 || i >= n {
+				return fmt.Errorf("engine: sampler gave index %d at batch %d, position %d; the dataset has %d samples", i, k, j, n)
+			}
+		}
+	}
+	return nil
+}
+
+// mix is SplitMix64's finalizer: a bijective 64-bit hash.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// SampleSeed returns the two words that seed the RNG of sample index in
+// epoch under seed. Slot.Rand is a PCG seeded with them; kernels that need
+// their own counter-based stream key it with the same words.
+func SampleSeed(seed uint64, epoch, index int) (uint64, uint64) {
+	hi := mix(seed ^ mix(uint64(epoch)))
+	return hi, mix(hi ^ uint64(index))
+}

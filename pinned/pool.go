@@ -1,0 +1,230 @@
+package pinned
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Buffer is a host buffer handed out by a Pool.
+type Buffer struct {
+	mem   []byte // the whole allocation
+	n     int    // bytes asked for
+	fence Fence  // set by Put; the buffer is reusable once it is done
+}
+
+// Bytes returns the n bytes asked for in Get.
+func (b *Buffer) Bytes() []byte { return b.mem[:b.n:b.n] }
+
+// PoolStats is a snapshot of a pool's accounting.
+type PoolStats struct {
+	Allocated int64 // bytes held from the backend
+	InUse     int64 // bytes of buffers handed out and not yet put back
+	Buffers   int   // buffers held from the backend
+	Allocs    int64 // backend allocations so far
+	Reuses    int64 // Gets served from the cache
+	Waits     int64 // Gets that waited for a fence or for the limit
+}
+
+// Pool caches host buffers, as PyTorch's CachingHostAllocator does: a
+// buffer put back with a fence is reused only once the fence is done, and
+// when Limit bytes are allocated, Get waits for a buffer to come back
+// instead of allocating more.
+type Pool struct {
+	be    Backend
+	limit int64
+
+	mu     sync.Mutex
+	free   []*Buffer
+	stats  PoolStats
+	closed bool
+	wake   chan struct{} // closed and replaced on every Put
+}
+
+// NewPool returns a pool over be. limit caps the bytes allocated; 0 means
+// no cap.
+func NewPool(be Backend, limit int64) *Pool {
+	return &Pool{be: be, limit: limit, wake: make(chan struct{})}
+}
+
+// fencePoll is how often a Get waiting on an unfinished fence looks again.
+const fencePoll = 50 * time.Microsecond
+
+// Get returns a buffer of at least n bytes. It waits while the limit is
+// reached and every cached buffer is still fenced, until ctx is done.
+func (p *Pool) Get(ctx context.Context, n int) (*Buffer, error) {
+	waited := false
+	for {
+		p.mu.Lock()
+		b, wake, pending, err := p.tryGet(n)
+		if waited && (b != nil || err != nil) {
+			p.stats.Waits++
+		}
+		p.mu.Unlock()
+		if b != nil || err != nil {
+			return b, err
+		}
+		waited = true
+		if err := wait(ctx, wake, pending); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait blocks until wake is closed, ctx is done or, when poll is set, one
+// fence-poll interval has passed.
+func wait(ctx context.Context, wake <-chan struct{}, poll bool) error {
+	var tick <-chan time.Time
+	if poll {
+		t := time.NewTimer(fencePoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-wake:
+	case <-tick:
+	}
+	return nil
+}
+
+// tryGet serves n bytes from the cache or the backend. It returns no buffer
+// and no error when the caller must wait; pending says whether a fence is
+// outstanding (so polling may help).
+func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err error) {
+	if p.closed {
+		return nil, nil, false, ErrClosed
+	}
+	if n <= 0 {
+		return nil, nil, false, fmt.Errorf("pinned: get of %d bytes", n)
+	}
+	best := -1
+	for i, c := range p.free {
+		if len(c.mem) < n || len(c.mem) > 2*n {
+			continue
+		}
+		if done, err := fenceDone(c.fence); err != nil {
+			return nil, nil, false, err
+		} else if !done {
+			pending = true
+			continue
+		}
+		if best < 0 || len(c.mem) < len(p.free[best].mem) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		b = p.free[best]
+		p.free = append(p.free[:best], p.free[best+1:]...)
+		p.stats.Reuses++
+		return p.handOut(b, n), nil, false, nil
+	}
+	// Make room under the limit by freeing idle buffers of other sizes.
+	for p.limit > 0 && p.stats.Allocated+int64(n) > p.limit {
+		i := p.idle()
+		if i < 0 {
+			break
+		}
+		c := p.free[i]
+		p.free = append(p.free[:i], p.free[i+1:]...)
+		if err := p.release(c); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	if p.limit > 0 && p.stats.Allocated+int64(n) > p.limit {
+		if int64(n) > p.limit {
+			return nil, nil, false, fmt.Errorf("pinned: %d bytes asked, more than the pool limit of %d", n, p.limit)
+		}
+		return nil, p.wake, pending || len(p.free) > 0, nil
+	}
+	mem, err := p.be.HostAlloc(n)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("pinned: %s host alloc of %d bytes with %d bytes in %d buffers already allocated (%d in use): %w",
+			p.be.Name(), n, p.stats.Allocated, p.stats.Buffers, p.stats.InUse, err)
+	}
+	p.stats.Allocs++
+	p.stats.Buffers++
+	p.stats.Allocated += int64(len(mem))
+	return p.handOut(&Buffer{mem: mem}, n), nil, false, nil
+}
+
+func (p *Pool) handOut(b *Buffer, n int) *Buffer {
+	b.n, b.fence = n, nil
+	p.stats.InUse += int64(len(b.mem))
+	return b
+}
+
+// idle returns the index of a cached buffer whose fence is done, or -1.
+func (p *Pool) idle() int {
+	for i, c := range p.free {
+		if done, _ := fenceDone(c.fence); done {
+			return i
+		}
+	}
+	return -1
+}
+
+// Put hands b back. It is reused once f is done; a nil f means at once.
+// After Close, Put frees the buffer once its fence is done.
+func (p *Pool) Put(b *Buffer, f Fence) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.fence = f
+	p.stats.InUse -= int64(len(b.mem))
+	if p.closed {
+		return p.release(b)
+	}
+	p.free = append(p.free, b)
+	close(p.wake)
+	p.wake = make(chan struct{})
+	return nil
+}
+
+// release waits for b's fence and frees it. Called with p.mu held.
+func (p *Pool) release(b *Buffer) error {
+	for {
+		done, err := fenceDone(b.fence)
+		if err != nil || done {
+			break
+		}
+		time.Sleep(fencePoll)
+	}
+	p.stats.Buffers--
+	p.stats.Allocated -= int64(len(b.mem))
+	return p.be.HostFree(b.mem)
+}
+
+// Close frees every cached buffer, waiting for their fences. Buffers still
+// handed out are freed when they are Put back. Close is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var errs []error
+	for _, b := range p.free {
+		errs = append(errs, p.release(b))
+	}
+	p.free = nil
+	close(p.wake)
+	return errors.Join(errs...)
+}
+
+// Stats returns a snapshot of the pool's accounting.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+func fenceDone(f Fence) (bool, error) {
+	if f == nil {
+		return true, nil
+	}
+	return f.Done()
+}
