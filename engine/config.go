@@ -3,6 +3,8 @@ package engine
 import (
 	"runtime"
 	"time"
+
+	"github.com/tensorbatch/tensorbatch/collate"
 )
 
 // AutoWorkers, as Config.Workers, starts one worker per available CPU
@@ -88,6 +90,14 @@ func (c Config) validate() (Config, error) {
 		c.PrefetchFactor = DefaultPrefetchFactor
 	}
 	return c, nil
+}
+
+// checkPinned checks that one batch buffer fits under MaxPinnedBytes.
+func (c Config) checkPinned(l *collate.Layout) error {
+	if c.MaxPinnedBytes > 0 && int64(l.Size()) > c.MaxPinnedBytes {
+		return configError("MaxPinnedBytes", "%d, less than one batch buffer of %d samples (%d bytes)", c.MaxPinnedBytes, l.Cap(), l.Size())
+	}
+	return nil
 }
 
 // window is the number of batches that may be in flight: started by the

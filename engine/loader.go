@@ -57,6 +57,9 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: Config.BatchSize: %w", err)
 	}
+	if err := cfg.checkPinned(layout); err != nil {
+		return nil, err
+	}
 	l := &Loader{
 		ds:     ds,
 		cfg:    cfg,
@@ -152,6 +155,9 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		layout, err := collate.NewLayout(l.layout.Schema(), capacity)
 		if err != nil {
 			return nil, fmt.Errorf("engine: batch of %d samples: %w", capacity, err)
+		}
+		if err := l.cfg.checkPinned(layout); err != nil {
+			return nil, err
 		}
 		l.layout = layout
 	}

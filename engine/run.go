@@ -28,7 +28,7 @@ type run struct {
 	workers []*worker
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	unwatch func() bool // stops watching the caller's ctx
+	unwatch func() bool    // stops watching the caller's ctx
 	wg      sync.WaitGroup // workers inside the run
 
 	mu       sync.Mutex
