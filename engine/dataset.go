@@ -46,6 +46,16 @@ type Slot struct {
 	rng          *rand.Rand
 }
 
+// NewSlot returns a standalone slot: sample index of epoch under seed, at
+// position pos of buf, which is laid out by layout. It is how a Fill is
+// tested or run outside a Loader; the sample's RNG is the one the Loader
+// would give it.
+func NewSlot(seed uint64, epoch, index int, layout *collate.Layout, buf []byte, pos int) *Slot {
+	s := newSlot(seed)
+	s.reset(epoch, index, pos, layout, buf)
+	return s
+}
+
 func newSlot(seed uint64) *Slot {
 	s := &Slot{seed: seed}
 	s.rng = rand.New(&s.pcg)

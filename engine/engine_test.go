@@ -377,6 +377,7 @@ func TestCancelStopsPromptlyAndNextEpochWorks(t *testing.T) {
 				})
 				l := newLoader(t, ds, engine.Config{BatchSize: 10, Workers: workers, RestartWorkers: restart})
 				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
 				n := 0
 				var gotErr error
 				for _, err := range l.Epoch(ctx, 0) {

@@ -103,7 +103,7 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 	}
 	best := -1
 	for i, c := range p.free {
-		if len(c.mem) < n || len(c.mem) > 2*n {
+		if !fits(c, n) {
 			continue
 		}
 		if done, err := fenceDone(c.fence); err != nil {
@@ -112,7 +112,7 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 			pending = true
 			continue
 		}
-		if best < 0 || len(c.mem) < len(p.free[best].mem) {
+		if best < 0 || cap(c.mem) < cap(p.free[best].mem) {
 			best = i
 		}
 	}
@@ -147,13 +147,13 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 	}
 	p.stats.Allocs++
 	p.stats.Buffers++
-	p.stats.Allocated += int64(len(mem))
+	p.stats.Allocated += int64(cap(mem))
 	return p.handOut(&Buffer{mem: mem}, n), nil, false, nil
 }
 
 func (p *Pool) handOut(b *Buffer, n int) *Buffer {
 	b.n, b.fence = n, nil
-	p.stats.InUse += int64(len(b.mem))
+	p.stats.InUse += int64(cap(b.mem))
 	return b
 }
 
@@ -173,7 +173,7 @@ func (p *Pool) Put(b *Buffer, f Fence) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b.fence = f
-	p.stats.InUse -= int64(len(b.mem))
+	p.stats.InUse -= int64(cap(b.mem))
 	if p.closed {
 		return p.release(b)
 	}
@@ -193,7 +193,7 @@ func (p *Pool) release(b *Buffer) error {
 		time.Sleep(fencePoll)
 	}
 	p.stats.Buffers--
-	p.stats.Allocated -= int64(len(b.mem))
+	p.stats.Allocated -= int64(cap(b.mem))
 	return p.be.HostFree(b.mem)
 }
 
@@ -220,6 +220,13 @@ func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
+}
+
+// fits reports whether b can serve n bytes without wasting more than
+// max(n, 64 KiB).
+func fits(b *Buffer, n int) bool {
+	c := cap(b.mem)
+	return c >= n && c-n <= max(n, 64<<10)
 }
 
 func fenceDone(f Fence) (bool, error) {

@@ -1,0 +1,53 @@
+# tensorbatch: make test passes the tests, make bench runs the main job.
+GO      ?= go
+CC      ?= gcc
+export CGO_ENABLED := 1
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all test race ctest vet lint bench bench-quick bench-peer deps clean
+
+all: test
+
+deps:
+	scripts/install-deps.sh
+
+# Everything CI checks: formatting and vet, the C core under sanitizers, the
+# Go tests under the race detector.
+test: lint ctest race
+
+race:
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags hipcheck ./csrc/
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+
+# C unit tests of csrc under AddressSanitizer and UndefinedBehaviorSanitizer.
+CTEST_FLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer -D_GNU_SOURCE
+ctest: bin/ctest bin/libfakecudart.so
+	TB_FAKE_CUDART=$(CURDIR)/bin/libfakecudart.so ASAN_OPTIONS=detect_leaks=1 bin/ctest
+
+bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h
+	@mkdir -p bin
+	$(CC) $(CTEST_FLAGS) -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c -ldl -lpthread
+
+bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
+	@mkdir -p bin
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -shared -fPIC -D_GNU_SOURCE -o $@ $< -lpthread
+
+bench:
+	$(GO) run ./bench
+
+bench-quick:
+	$(GO) run ./bench -quick
+
+bench-peer:
+	$(GO) run ./bench -peer=only
+
+clean:
+	rm -rf bin bench/results

@@ -1,0 +1,120 @@
+package collate_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+func TestDTypeSizesAndNames(t *testing.T) {
+	for _, tc := range []struct {
+		d    collate.DType
+		size int
+		name string
+	}{
+		{collate.Uint8, 1, "uint8"}, {collate.Int32, 4, "int32"}, {collate.Int64, 8, "int64"},
+		{collate.Float16, 2, "float16"}, {collate.BFloat16, 2, "bfloat16"},
+		{collate.Float32, 4, "float32"}, {collate.Float64, 8, "float64"},
+		{0, 0, "DType(0)"}, {99, 0, "DType(99)"},
+	} {
+		assert.Equal(t, tc.size, tc.d.Size(), tc.name)
+		assert.Equal(t, tc.name, tc.d.String())
+		assert.Equal(t, tc.size > 0, tc.d.Valid())
+	}
+	assert.Equal(t, collate.Float16, collate.DTypeOf[collate.F16]())
+	assert.Equal(t, collate.BFloat16, collate.DTypeOf[collate.BF16]())
+	assert.Equal(t, collate.Int32, collate.DTypeOf[int32]())
+}
+
+func TestSchemaValidate(t *testing.T) {
+	img := collate.Field{Name: "image", DType: collate.Float32, Shape: []int{3, 224, 224}}
+	for _, tc := range []struct {
+		s    collate.Schema
+		want string // "" means valid
+	}{
+		{collate.Schema{img, {Name: "label", DType: collate.Int64}}, ""},
+		{collate.Schema{{Name: "scalar", DType: collate.Uint8, Shape: []int{}}}, ""},
+		{nil, "no fields"},
+		{collate.Schema{{DType: collate.Int64}}, "field 0 has an empty name"},
+		{collate.Schema{img, img}, `fields 0 and 1 are both named "image"`},
+		{collate.Schema{{Name: "x"}}, `field "x" has invalid dtype DType(0)`},
+		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -1}}}, `field "x": dimension 1 is -1, want > 0`},
+		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{1 << 30, 1 << 30}}}, `field "x": shape [1073741824 1073741824] is larger than`},
+	} {
+		err := tc.s.Validate()
+		if tc.want == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorIs(t, err, collate.ErrSchema)
+		assert.ErrorContains(t, err, tc.want)
+	}
+}
+
+func TestAsViewsAndPanicsOnMismatch(t *testing.T) {
+	x := []float32{1, 2, 3, 4, 5, 6}
+	tn, err := collate.FromSlice(x, 2, 3)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 3}, tn.Shape())
+	assert.Equal(t, collate.Float32, tn.DType())
+	assert.Len(t, tn.Bytes(), 24)
+	v := collate.As[float32](tn)
+	v[4] = 50
+	assert.Equal(t, float32(50), x[4], "As shares memory")
+
+	assert.PanicsWithValue(t, "collate: As[int64] on a tensor of dtype float32", func() { collate.As[int64](tn) })
+	assert.PanicsWithValue(t, "collate: As[bfloat16] on a tensor of dtype float32", func() { collate.As[collate.BF16](tn) })
+	assert.PanicsWithValue(t, "collate: As[float32] on a tensor of dtype DType(0)", func() { collate.As[float32](collate.Tensor{}) })
+
+	_, err = collate.FromSlice(x, 4, 2)
+	assert.ErrorContains(t, err, "tensor float32[4,2] needs 32 bytes, got 24")
+	sh := tn.Shape()
+	sh[0] = 99
+	assert.Equal(t, 2, tn.Dim(0), "Shape returns a copy")
+}
+
+func TestLayoutAlignsEveryField(t *testing.T) {
+	s := collate.Schema{
+		{Name: "a", DType: collate.Uint8, Shape: []int{3}},
+		{Name: "b", DType: collate.Float64, Shape: []int{5}},
+		{Name: "c", DType: collate.Int64},
+	}
+	l, err := collate.NewLayout(s, 7)
+	require.NoError(t, err)
+	buf := make([]byte, l.Size())
+	end := 0
+	for i, f := range s {
+		off := l.Offset(i)
+		assert.Zero(t, off%collate.Align, "field %s", f.Name)
+		assert.GreaterOrEqual(t, off, end, "fields overlap")
+		end = off + 7*f.Bytes()
+		bt := l.Batch(buf, i, 7)
+		assert.Equal(t, append([]int{7}, f.Shape...), bt.Shape())
+		assert.Len(t, bt.Bytes(), 7*f.Bytes())
+		// Each sample's view is its own slice of the batch view.
+		for pos := range 7 {
+			st := l.Sample(buf, i, pos)
+			assert.Len(t, st.Bytes(), f.Bytes())
+			assert.Equal(t, f.Bytes(), cap(st.Bytes()), "a sample view cannot grow into its neighbour")
+		}
+	}
+	assert.LessOrEqual(t, end, l.Size())
+
+	_, err = collate.NewLayout(s, 0)
+	assert.ErrorContains(t, err, "capacity 0")
+}
+
+func ExampleAs() {
+	pixels := []uint8{0, 128, 255, 64}
+	t, _ := collate.FromSlice(pixels, 2, 2)
+	fmt.Println(t, collate.As[uint8](t)[2])
+	defer func() { fmt.Println(recover()) }()
+	collate.As[float32](t)
+	// Output:
+	// Tensor(uint8[2,2]) 255
+	// collate: As[float32] on a tensor of dtype uint8
+}
