@@ -1,0 +1,324 @@
+package csrc
+
+/*
+#cgo CFLAGS: -std=c11 -O2 -D_GNU_SOURCE -Wall
+#cgo LDFLAGS: -ldl
+#include <stdint.h>
+#include <stdlib.h>
+#include "tb_runtime.h"
+
+#define P(x) ((void *)(uintptr_t)(x))
+static int rt_device_count(tb_runtime *rt, int *n) { return rt->get_device_count(n); }
+static int rt_set_device(tb_runtime *rt, int d) { return rt->set_device(d); }
+static int rt_host_alloc(tb_runtime *rt, void **p, size_t n, unsigned flags) { return rt->host_alloc(p, n, flags); }
+static int rt_host_free(tb_runtime *rt, uintptr_t p) { return rt->host_free(P(p)); }
+static int rt_malloc(tb_runtime *rt, uintptr_t *p, size_t n) {
+	void *q = NULL;
+	int err = rt->malloc(&q, n);
+	*p = (uintptr_t)q;
+	return err;
+}
+static int rt_free(tb_runtime *rt, uintptr_t p) { return rt->free(P(p)); }
+static int rt_stream_create(tb_runtime *rt, uintptr_t *s) {
+	tb_stream_t q = NULL;
+	int err = rt->stream_create(&q, TB_STREAM_NON_BLOCKING);
+	*s = (uintptr_t)q;
+	return err;
+}
+static int rt_stream_destroy(tb_runtime *rt, uintptr_t s) { return rt->stream_destroy(P(s)); }
+static int rt_stream_synchronize(tb_runtime *rt, uintptr_t s) { return rt->stream_synchronize(P(s)); }
+static int rt_event_create(tb_runtime *rt, uintptr_t *e) {
+	tb_event_t q = NULL;
+	int err = rt->event_create(&q, TB_EVENT_DISABLE_TIMING);
+	*e = (uintptr_t)q;
+	return err;
+}
+static int rt_event_destroy(tb_runtime *rt, uintptr_t e) { return rt->event_destroy(P(e)); }
+static int rt_event_record(tb_runtime *rt, uintptr_t e, uintptr_t s) { return rt->event_record(P(e), P(s)); }
+static int rt_event_query(tb_runtime *rt, uintptr_t e) { return rt->event_query(P(e)); }
+static int rt_event_synchronize(tb_runtime *rt, uintptr_t e) { return rt->event_synchronize(P(e)); }
+static int rt_memcpy_async(tb_runtime *rt, uintptr_t dst, uintptr_t src, size_t n, int kind, uintptr_t s) {
+	return rt->memcpy_async(P(dst), P(src), n, kind, P(s));
+}
+static int rt_memcpy(tb_runtime *rt, uintptr_t dst, uintptr_t src, size_t n, int kind) {
+	return rt->memcpy(P(dst), P(src), n, kind);
+}
+static const char *rt_error_name(tb_runtime *rt, int err) { return rt->get_error_name(err); }
+static const char *rt_error_string(tb_runtime *rt, int err) { return rt->get_error_string(err); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// Kind is a GPU runtime API.
+type Kind int
+
+// The runtimes.
+const (
+	CUDA Kind = C.TB_KIND_CUDA
+	HIP  Kind = C.TB_KIND_HIP
+)
+
+func (k Kind) String() string {
+	switch k {
+	case CUDA:
+		return "cuda"
+	case HIP:
+		return "hip"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Handles owned by the runtime.
+type (
+	DevicePtr uintptr // device memory
+	Stream    uintptr // a non-blocking stream
+	Event     uintptr // an event with timing disabled
+)
+
+// Status codes shared by CUDA and HIP.
+const (
+	codeInvalidValue       = C.TB_ERR_INVALID_VALUE
+	codeInsufficientDriver = C.TB_ERR_INSUFFICIENT_DRIVER
+	codeNoDevice           = C.TB_ERR_NO_DEVICE
+	codeInvalidDevice      = C.TB_ERR_INVALID_DEVICE
+	codeNotReady           = C.TB_ERR_NOT_READY
+)
+
+// Host allocation flags.
+const (
+	HostPortable      = C.TB_HOST_ALLOC_PORTABLE
+	HostWriteCombined = C.TB_HOST_ALLOC_WRITE_COMBINED
+)
+
+// ErrNoDevice is matched (errors.Is) by a runtime error that means there is
+// no usable GPU: no device, an invalid device, or no driver.
+var ErrNoDevice = errors.New("no GPU device")
+
+// Error is a status a runtime call returned.
+type Error struct {
+	Kind    Kind
+	Call    string // the runtime function, e.g. "cudaMemcpyAsync"
+	Code    int
+	Name    string // e.g. "cudaErrorInvalidValue"
+	Message string // the runtime's description
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s: %s (%d): %s", e.Kind, e.Call, e.Name, e.Code, e.Message)
+}
+
+// Is matches ErrNoDevice for the codes that mean no usable GPU.
+func (e *Error) Is(target error) bool {
+	return target == ErrNoDevice && (e.Code == codeNoDevice || e.Code == codeInvalidDevice || e.Code == codeInsufficientDriver)
+}
+
+// names is the Go-side table of the codes tensorbatch acts on, usable
+// before a library is loaded and when its own strings are unavailable.
+var names = map[int][2]string{
+	0:                      {"Success", "no error"},
+	codeInvalidValue:       {"ErrorInvalidValue", "invalid argument"},
+	2:                      {"ErrorMemoryAllocation", "out of memory"},
+	codeInsufficientDriver: {"ErrorInsufficientDriver", "driver version is insufficient for runtime version"},
+	codeNoDevice:           {"ErrorNoDevice", "no GPU device is detected"},
+	codeInvalidDevice:      {"ErrorInvalidDevice", "invalid device ordinal"},
+	codeNotReady:           {"ErrorNotReady", "device not ready"},
+}
+
+// Runtime is an open GPU runtime library.
+type Runtime struct {
+	rt   *C.tb_runtime // C memory: the table is never moved by the GC
+	kind Kind
+	path string
+}
+
+// Open loads the library at path as a runtime of kind. A library that is
+// missing, or lacks one of the entry points, is an error that says which.
+func Open(kind Kind, path string) (*Runtime, error) {
+	rt := (*C.tb_runtime)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tb_runtime{}))))
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	if C.tb_runtime_open(rt, C.int(kind), cpath, &msg[0], C.size_t(len(msg))) != 0 {
+		C.free(unsafe.Pointer(rt))
+		return nil, fmt.Errorf("csrc: open %s runtime: %s", kind, C.GoString(&msg[0]))
+	}
+	return &Runtime{rt: rt, kind: kind, path: path}, nil
+}
+
+// Close unloads the library. The Runtime must not be used afterwards.
+func (r *Runtime) Close() {
+	if r.rt != nil {
+		C.tb_runtime_close(r.rt)
+		C.free(unsafe.Pointer(r.rt))
+		r.rt = nil
+	}
+}
+
+// Kind returns the runtime's API.
+func (r *Runtime) Kind() Kind { return r.kind }
+
+// Path returns the library path it was loaded from.
+func (r *Runtime) Path() string { return r.path }
+
+// prefix is the API's symbol prefix.
+func (r *Runtime) prefix() string {
+	if r.kind == HIP {
+		return "hip"
+	}
+	return "cuda"
+}
+
+// check turns a status into an error for call (without the prefix).
+func (r *Runtime) check(call string, code C.int) error {
+	if code == 0 {
+		return nil
+	}
+	e := &Error{Kind: r.kind, Call: r.prefix() + call, Code: int(code)}
+	if r.rt != nil {
+		if s := C.rt_error_name(r.rt, code); s != nil {
+			e.Name = C.GoString(s)
+		}
+		if s := C.rt_error_string(r.rt, code); s != nil {
+			e.Message = C.GoString(s)
+		}
+	}
+	if n, ok := names[e.Code]; ok {
+		if e.Name == "" {
+			e.Name = r.prefix() + n[0]
+		}
+		if e.Message == "" {
+			e.Message = n[1]
+		}
+	}
+	return e
+}
+
+// DeviceCount returns the number of devices.
+func (r *Runtime) DeviceCount() (int, error) {
+	var n C.int
+	err := r.check("GetDeviceCount", C.rt_device_count(r.rt, &n))
+	return int(n), err
+}
+
+// SetDevice makes device current for the calling OS thread.
+func (r *Runtime) SetDevice(device int) error {
+	return r.check("SetDevice", C.rt_set_device(r.rt, C.int(device)))
+}
+
+// HostAlloc returns n bytes of page-locked host memory (flags: HostPortable,
+// HostWriteCombined).
+func (r *Runtime) HostAlloc(n int, flags uint) ([]byte, error) {
+	var p unsafe.Pointer
+	if err := r.check(hostAllocName(r.kind), C.rt_host_alloc(r.rt, &p, C.size_t(n), C.unsigned(flags))); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+func hostAllocName(k Kind) string {
+	if k == HIP {
+		return "HostMalloc"
+	}
+	return "HostAlloc"
+}
+
+// HostFree frees memory from HostAlloc.
+func (r *Runtime) HostFree(b []byte) error {
+	return r.check(hostFreeName(r.kind), C.rt_host_free(r.rt, C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(b))))))
+}
+
+func hostFreeName(k Kind) string {
+	if k == HIP {
+		return "HostFree"
+	}
+	return "FreeHost"
+}
+
+// Malloc returns n bytes of device memory.
+func (r *Runtime) Malloc(n int) (DevicePtr, error) {
+	var p C.uintptr_t
+	err := r.check("Malloc", C.rt_malloc(r.rt, &p, C.size_t(n)))
+	return DevicePtr(p), err
+}
+
+// Free frees device memory.
+func (r *Runtime) Free(p DevicePtr) error { return r.check("Free", C.rt_free(r.rt, C.uintptr_t(p))) }
+
+// StreamCreate returns a new non-blocking stream.
+func (r *Runtime) StreamCreate() (Stream, error) {
+	var s C.uintptr_t
+	err := r.check("StreamCreateWithFlags", C.rt_stream_create(r.rt, &s))
+	return Stream(s), err
+}
+
+// StreamDestroy destroys s once its work is done.
+func (r *Runtime) StreamDestroy(s Stream) error {
+	return r.check("StreamDestroy", C.rt_stream_destroy(r.rt, C.uintptr_t(s)))
+}
+
+// StreamSynchronize waits for all work on s.
+func (r *Runtime) StreamSynchronize(s Stream) error {
+	return r.check("StreamSynchronize", C.rt_stream_synchronize(r.rt, C.uintptr_t(s)))
+}
+
+// EventCreate returns a new event with timing disabled.
+func (r *Runtime) EventCreate() (Event, error) {
+	var e C.uintptr_t
+	err := r.check("EventCreateWithFlags", C.rt_event_create(r.rt, &e))
+	return Event(e), err
+}
+
+// EventDestroy destroys e.
+func (r *Runtime) EventDestroy(e Event) error {
+	return r.check("EventDestroy", C.rt_event_destroy(r.rt, C.uintptr_t(e)))
+}
+
+// EventRecord records e after the work queued on s so far.
+func (r *Runtime) EventRecord(e Event, s Stream) error {
+	return r.check("EventRecord", C.rt_event_record(r.rt, C.uintptr_t(e), C.uintptr_t(s)))
+}
+
+// EventQuery reports whether the work before e's last record has completed.
+func (r *Runtime) EventQuery(e Event) (bool, error) {
+	code := C.rt_event_query(r.rt, C.uintptr_t(e))
+	if code == codeNotReady {
+		return false, nil
+	}
+	return true, r.check("EventQuery", code)
+}
+
+// EventSynchronize waits for e.
+func (r *Runtime) EventSynchronize(e Event) error {
+	return r.check("EventSynchronize", C.rt_event_synchronize(r.rt, C.uintptr_t(e)))
+}
+
+// CopyToDeviceAsync queues a copy of src, which must be HostAlloc memory,
+// to dst on s.
+func (r *Runtime) CopyToDeviceAsync(dst DevicePtr, src []byte, s Stream) error {
+	return r.check("MemcpyAsync", C.rt_memcpy_async(r.rt, C.uintptr_t(dst), addr(src), C.size_t(len(src)), C.TB_MEMCPY_HOST_TO_DEVICE, C.uintptr_t(s)))
+}
+
+// CopyToHostAsync queues a copy of len(dst) bytes from src to dst, which
+// must be HostAlloc memory, on s.
+func (r *Runtime) CopyToHostAsync(dst []byte, src DevicePtr, s Stream) error {
+	return r.check("MemcpyAsync", C.rt_memcpy_async(r.rt, addr(dst), C.uintptr_t(src), C.size_t(len(dst)), C.TB_MEMCPY_DEVICE_TO_HOST, C.uintptr_t(s)))
+}
+
+// CopyToHost copies len(dst) bytes from src to dst and waits for the copy.
+func (r *Runtime) CopyToHost(dst []byte, src DevicePtr) error {
+	return r.check("Memcpy", C.rt_memcpy(r.rt, addr(dst), C.uintptr_t(src), C.size_t(len(dst)), C.TB_MEMCPY_DEVICE_TO_HOST))
+}
+
+// CopyToDevice copies src to dst and waits for the copy.
+func (r *Runtime) CopyToDevice(dst DevicePtr, src []byte) error {
+	return r.check("Memcpy", C.rt_memcpy(r.rt, C.uintptr_t(dst), addr(src), C.size_t(len(src)), C.TB_MEMCPY_HOST_TO_DEVICE))
+}
+
+// addr is the address of b's first byte as an integer, for memory the C
+// side may hold on to (runtime memory, never Go memory).
+func addr(b []byte) C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
