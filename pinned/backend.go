@@ -2,9 +2,9 @@ package pinned
 
 import "errors"
 
-// Backend allocates host and device memory and moves bytes between them.
-// The cpu backend has no device: DeviceAlloc returns ErrNoDevice and the
-// host buffer is the batch.
+// Backend allocates the host memory of batches. A *GPU backend also has
+// device memory, streams and events; on the cpu backend the host buffer is
+// the batch.
 type Backend interface {
 	// Name is "cpu", "cuda" or "hip".
 	Name() string
@@ -20,8 +20,5 @@ type Fence interface {
 	Done() (bool, error)
 }
 
-// Errors that callers test with errors.Is.
-var (
-	ErrClosed   = errors.New("pinned: closed")
-	ErrNoDevice = errors.New("no GPU device")
-)
+// ErrClosed is returned by a closed Pool.
+var ErrClosed = errors.New("pinned: closed")

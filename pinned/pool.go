@@ -6,17 +6,88 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tensorbatch/tensorbatch/csrc"
 )
 
-// Buffer is a host buffer handed out by a Pool.
+// Buffer is a buffer handed out by a Pool: host memory, or device memory
+// for a device pool.
 type Buffer struct {
-	mem   []byte // the whole allocation
-	n     int    // bytes asked for
-	fence Fence  // set by Put; the buffer is reusable once it is done
+	mem   []byte         // the whole host allocation; nil for device memory
+	dev   csrc.DevicePtr // device memory; 0 for host memory
+	size  int            // bytes allocated
+	n     int            // bytes asked for
+	event csrc.Event     // a GPU host buffer's event, for its copies
+	fence Fence          // set by Put; the buffer is reusable once it is done
 }
 
-// Bytes returns the n bytes asked for in Get.
-func (b *Buffer) Bytes() []byte { return b.mem[:b.n:b.n] }
+// Bytes returns the n bytes asked for in Get (nil for device memory).
+func (b *Buffer) Bytes() []byte {
+	if b.mem == nil {
+		return nil
+	}
+	return b.mem[:b.n:b.n]
+}
+
+// Len returns the bytes asked for in Get.
+func (b *Buffer) Len() int { return b.n }
+
+// Device returns the device memory of a device pool's buffer.
+func (b *Buffer) Device() csrc.DevicePtr { return b.dev }
+
+// Event returns the event of a host buffer of a GPU backend's pool: record
+// it after the copy that reads the buffer, and Put the buffer back with the
+// backend's Fence of it. It is 0 on the cpu backend.
+func (b *Buffer) Event() csrc.Event { return b.event }
+
+// allocator is the memory a pool caches.
+type allocator interface {
+	name() string
+	alloc(n int) (*Buffer, error)
+	free(b *Buffer) error
+}
+
+// hostMemory is a backend's host memory; GPU host buffers get an event.
+type hostMemory struct{ be Backend }
+
+func (h hostMemory) name() string { return h.be.Name() + " host" }
+
+func (h hostMemory) alloc(n int) (*Buffer, error) {
+	mem, err := h.be.HostAlloc(n)
+	if err != nil {
+		return nil, err
+	}
+	b := &Buffer{mem: mem, size: cap(mem)}
+	if g, ok := h.be.(*GPU); ok {
+		if b.event, err = g.NewEvent(); err != nil {
+			return nil, errors.Join(err, h.be.HostFree(mem))
+		}
+	}
+	return b, nil
+}
+
+func (h hostMemory) free(b *Buffer) error {
+	var err error
+	if g, ok := h.be.(*GPU); ok && b.event != 0 {
+		err = g.Runtime().EventDestroy(b.event)
+	}
+	return errors.Join(err, h.be.HostFree(b.mem))
+}
+
+// deviceMemory is a GPU's device memory.
+type deviceMemory struct{ g *GPU }
+
+func (d deviceMemory) name() string { return fmt.Sprintf("%s:%d device", d.g.Name(), d.g.Device()) }
+
+func (d deviceMemory) alloc(n int) (*Buffer, error) {
+	p, err := d.g.Malloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return &Buffer{dev: p, size: n}, nil
+}
+
+func (d deviceMemory) free(b *Buffer) error { return d.g.Free(b.dev) }
 
 // PoolStats is a snapshot of a pool's accounting.
 type PoolStats struct {
@@ -33,7 +104,7 @@ type PoolStats struct {
 // when Limit bytes are allocated, Get waits for a buffer to come back
 // instead of allocating more.
 type Pool struct {
-	be    Backend
+	mem   allocator
 	limit int64
 
 	mu     sync.Mutex
@@ -43,10 +114,16 @@ type Pool struct {
 	wake   chan struct{} // closed and replaced on every Put
 }
 
-// NewPool returns a pool over be. limit caps the bytes allocated; 0 means
-// no cap.
+// NewPool returns a pool of be's host memory. limit caps the bytes
+// allocated; 0 means no cap.
 func NewPool(be Backend, limit int64) *Pool {
-	return &Pool{be: be, limit: limit, wake: make(chan struct{})}
+	return &Pool{mem: hostMemory{be}, limit: limit, wake: make(chan struct{})}
+}
+
+// NewDevicePool returns a pool of g's device memory. limit caps the bytes
+// allocated; 0 means no cap.
+func NewDevicePool(g *GPU, limit int64) *Pool {
+	return &Pool{mem: deviceMemory{g}, limit: limit, wake: make(chan struct{})}
 }
 
 // fencePoll is how often a Get waiting on an unfinished fence looks again.
@@ -112,7 +189,7 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 			pending = true
 			continue
 		}
-		if best < 0 || cap(c.mem) < cap(p.free[best].mem) {
+		if best < 0 || c.size < p.free[best].size {
 			best = i
 		}
 	}
@@ -140,20 +217,20 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 		}
 		return nil, p.wake, pending || len(p.free) > 0, nil
 	}
-	mem, err := p.be.HostAlloc(n)
+	b, err = p.mem.alloc(n)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("pinned: %s host alloc of %d bytes with %d bytes in %d buffers already allocated (%d in use): %w",
-			p.be.Name(), n, p.stats.Allocated, p.stats.Buffers, p.stats.InUse, err)
+		return nil, nil, false, fmt.Errorf("pinned: %s alloc of %d bytes with %d bytes in %d buffers already allocated (%d in use): %w",
+			p.mem.name(), n, p.stats.Allocated, p.stats.Buffers, p.stats.InUse, err)
 	}
 	p.stats.Allocs++
 	p.stats.Buffers++
-	p.stats.Allocated += int64(cap(mem))
-	return p.handOut(&Buffer{mem: mem}, n), nil, false, nil
+	p.stats.Allocated += int64(b.size)
+	return p.handOut(b, n), nil, false, nil
 }
 
 func (p *Pool) handOut(b *Buffer, n int) *Buffer {
 	b.n, b.fence = n, nil
-	p.stats.InUse += int64(cap(b.mem))
+	p.stats.InUse += int64(b.size)
 	return b
 }
 
@@ -173,7 +250,7 @@ func (p *Pool) Put(b *Buffer, f Fence) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b.fence = f
-	p.stats.InUse -= int64(cap(b.mem))
+	p.stats.InUse -= int64(b.size)
 	if p.closed {
 		return p.release(b)
 	}
@@ -193,8 +270,8 @@ func (p *Pool) release(b *Buffer) error {
 		time.Sleep(fencePoll)
 	}
 	p.stats.Buffers--
-	p.stats.Allocated -= int64(cap(b.mem))
-	return p.be.HostFree(b.mem)
+	p.stats.Allocated -= int64(b.size)
+	return p.mem.free(b)
 }
 
 // Close frees every cached buffer, waiting for their fences. Buffers still
@@ -225,7 +302,7 @@ func (p *Pool) Stats() PoolStats {
 // fits reports whether b can serve n bytes without wasting more than
 // max(n, 64 KiB).
 func fits(b *Buffer, n int) bool {
-	c := cap(b.mem)
+	c := b.size
 	return c >= n && c-n <= max(n, 64<<10)
 }
 

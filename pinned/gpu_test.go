@@ -1,0 +1,255 @@
+package pinned_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
+	"github.com/tensorbatch/tensorbatch/pinned"
+)
+
+// useFake points Select at the fake CUDA runtime and at no HIP library.
+func useFake(t *testing.T) {
+	t.Setenv(pinned.EnvCUDALib, fakecudart.Path(t))
+	t.Setenv(pinned.EnvHIPLib, "/nonexistent/libamdhip64.so")
+	t.Setenv(pinned.EnvBackend, "")
+	t.Setenv("LOCAL_RANK", "")
+	pinned.ResetSelections()
+	t.Cleanup(pinned.ResetSelections)
+}
+
+func TestSelectAutoFindsTheRuntime(t *testing.T) {
+	useFake(t)
+	s, err := pinned.Select("")
+	require.NoError(t, err)
+	assert.Equal(t, "cuda", s.Backend.Name())
+	assert.Contains(t, s.Reason, "auto: "+fakecudart.Path(t)+" loaded, 1 device(s), using 0")
+	g := s.Backend.(*pinned.GPU)
+	assert.Equal(t, 0, g.Device())
+
+	again, err := pinned.Select("auto")
+	require.NoError(t, err)
+	assert.Same(t, g, again.Backend, "the choice is made once")
+}
+
+func TestSelectFallsBackToCPUWithTheReason(t *testing.T) {
+	for _, tc := range []struct {
+		env, value, reason string
+	}{
+		{"TB_FAKE_DEVICES", "0", "cudaErrorNoDevice (100)"},
+		{"TB_FAKE_NO_DRIVER", "1", "cudaErrorInsufficientDriver (35)"},
+		{"TB_FAKE_FAIL", "cudaStreamCreateWithFlags=999", "probe of device 0: cuda: cudaStreamCreateWithFlags: cudaErrorUnknown (999)"},
+		{"TB_FAKE_FAIL", "cudaHostAlloc=2", "probe of device 0: cuda: cudaHostAlloc: cudaErrorMemoryAllocation (2)"},
+		{pinned.EnvCUDALib, "/nonexistent/libcudart.so", "no library loads (tried /nonexistent/libcudart.so)"},
+	} {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			useFake(t)
+			t.Setenv(tc.env, tc.value)
+			s, err := pinned.Select("auto")
+			require.NoError(t, err)
+			assert.Equal(t, "cpu", s.Backend.Name())
+			assert.Contains(t, s.Reason, "auto fell back to cpu: hip: no library loads (tried /nonexistent/libamdhip64.so); cuda: ")
+			assert.Contains(t, s.Reason, tc.reason)
+
+			// Asked for by name, the same failure is an error.
+			pinned.ResetSelections()
+			_, err = pinned.Select("cuda")
+			assert.ErrorContains(t, err, "pinned: backend cuda asked for: ")
+			assert.ErrorContains(t, err, tc.reason)
+		})
+	}
+}
+
+func TestSelectSpecAndDeviceOrdinal(t *testing.T) {
+	useFake(t)
+	t.Setenv("TB_FAKE_DEVICES", "2")
+	s, err := pinned.Select("cuda:1")
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Backend.(*pinned.GPU).Device())
+
+	t.Setenv("LOCAL_RANK", "1")
+	s, err = pinned.Select("CUDA")
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Backend.(*pinned.GPU).Device(), "LOCAL_RANK picks the device")
+
+	_, err = pinned.Select("cuda:2")
+	assert.ErrorContains(t, err, "device 2 asked for, 2 present")
+	assert.ErrorIs(t, err, pinned.ErrNoDevice)
+
+	t.Setenv(pinned.EnvBackend, "cpu")
+	s, err = pinned.Select("")
+	require.NoError(t, err)
+	assert.Equal(t, "cpu", s.Backend.Name())
+
+	for spec, msg := range map[string]string{
+		"rocm":    `backend "rocm": want auto, hip, cuda or cpu`,
+		"cuda:x":  `backend "cuda:x": ordinal "x" is not a device number`,
+		"cuda:-1": `ordinal "-1" is not a device number`,
+	} {
+		_, err := pinned.Select(spec)
+		assert.ErrorContains(t, err, msg)
+	}
+	t.Setenv("LOCAL_RANK", "two")
+	_, err = pinned.Select("auto")
+	assert.ErrorContains(t, err, `LOCAL_RANK "two" is not a device number`)
+}
+
+func gpu(t *testing.T) *pinned.GPU {
+	useFake(t)
+	s, err := pinned.Select("cuda")
+	require.NoError(t, err)
+	return s.Backend.(*pinned.GPU)
+}
+
+// copyOut fills a pooled host buffer with v, copies it to dev on s, and
+// records the buffer's event.
+func copyOut(t *testing.T, g *pinned.GPU, b *pinned.Buffer, dev *pinned.Buffer, v byte, s uintptr) {
+	for i := range b.Bytes() {
+		b.Bytes()[i] = v
+	}
+	rt := g.Runtime()
+	require.NoError(t, rt.CopyToDeviceAsync(dev.Device(), b.Bytes(), streamOf(s)))
+	require.NoError(t, rt.EventRecord(b.Event(), streamOf(s)))
+}
+
+func TestGPUPoolReusesHostBufferOnlyAfterItsCopy(t *testing.T) {
+	g := gpu(t)
+	rt := g.Runtime()
+	t.Setenv("TB_FAKE_COPY_DELAY_US", "30000")
+	s, err := g.NewStream()
+	require.NoError(t, err)
+	defer rt.StreamDestroy(s)
+	devs := pinned.NewDevicePool(g, 0)
+	ctx := context.Background()
+	const n = 1 << 16
+
+	check := func(fenced bool) (deviceHolds byte) {
+		host := pinned.NewPool(g, 0)
+		defer func() {
+			require.NoError(t, host.Close())
+			assert.Zero(t, host.Stats().Allocated)
+		}()
+		a, err := host.Get(ctx, n)
+		require.NoError(t, err)
+		require.NotZero(t, a.Event())
+		d, err := devs.Get(ctx, n)
+		require.NoError(t, err)
+		copyOut(t, g, a, d, 'X', uintptr(s))
+		var f pinned.Fence
+		if fenced {
+			f = g.Fence(a.Event())
+		}
+		require.NoError(t, host.Put(a, f))
+		// The next batch's host buffer is written at once.
+		b, err := host.Get(ctx, n)
+		require.NoError(t, err)
+		for i := range b.Bytes() {
+			b.Bytes()[i] = 'Y'
+		}
+		require.NoError(t, rt.StreamSynchronize(s))
+		back := make([]byte, n)
+		require.NoError(t, rt.CopyToHost(back, d.Device()))
+		require.NoError(t, host.Put(b, nil))
+		require.NoError(t, devs.Put(d, nil))
+		return back[n-1]
+	}
+	assert.Equal(t, byte('X'), check(true), "the fenced buffer kept its data until the copy read it")
+	// The negative control: without the fence the fake runtime shows the
+	// corruption a real GPU would.
+	assert.Equal(t, byte('Y'), check(false), "the fake runtime did not expose an early reuse")
+
+	require.NoError(t, devs.Close())
+	assert.Zero(t, devs.Stats().Allocated)
+}
+
+func TestRealRuntimesFallBackQuietly(t *testing.T) {
+	if os.Getenv("TB_SELECT_CHILD") == "1" {
+		s, err := pinned.Select("auto")
+		require.NoError(t, err)
+		require.Equal(t, "cpu", s.Backend.Name(), s.Reason)
+		return
+	}
+	for _, lib := range []string{"/usr/lib/x86_64-linux-gnu/libamdhip64.so.5", "/usr/lib/x86_64-linux-gnu/libcudart.so.11.0"} {
+		if _, err := os.Stat(lib); err != nil {
+			t.Skipf("%s is not installed: scripts/install-deps.sh installs libamdhip64-dev and libcudart11.0", lib)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRealRuntimesFallBackQuietly$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TB_SELECT_CHILD=1", pinned.EnvBackend+"=", pinned.EnvHIPLib+"=", pinned.EnvCUDALib+"=", "LOCAL_RANK=")
+	var stderr, stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "child: %s %s", stdout.String(), stderr.String())
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	require.Len(t, lines, 1, "stderr: %q", stderr.String())
+	assert.Contains(t, lines[0], "tensorbatch: backend backend=cpu")
+	assert.Contains(t, lines[0], "hipErrorNoDevice (100)", "the real ROCm 5.2 reports no device")
+	assert.Regexp(t, `cudaErrorInsufficientDriver \(35\)|cudaErrorNoDevice \(100\)`, lines[0], "the real CUDA runtime reports no driver")
+	t.Log(lines[0])
+}
+
+func TestMlockRefusedIsOneNote(t *testing.T) {
+	if os.Getenv("TB_MLOCK_CHILD") == "1" {
+		var lim unix.Rlimit
+		require.NoError(t, unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim))
+		require.Less(t, lim.Cur, uint64(16<<20), "the child must run under a small RLIMIT_MEMLOCK")
+		var cpu pinned.CPU
+		for range 3 {
+			b, err := cpu.HostAlloc(16 << 20)
+			require.NoError(t, err, "a refused mlock is not fatal")
+			b[len(b)-1] = 1
+			require.NoError(t, cpu.HostFree(b))
+		}
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Getuid() != 0 {
+		t.Skip("needs root and setpriv (util-linux) to run a child as nobody")
+	}
+	dir, err := os.MkdirTemp("", "tbmlock")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	exe, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	bin := dir + "/pinned.test"
+	require.NoError(t, os.WriteFile(bin, exe, 0o755))
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		bin, "-test.run=^TestMlockRefusedIsOneNote$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TB_MLOCK_CHILD=1", "GOCACHE=/nonexistent", "TMPDIR="+dir)
+	var stderr, stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A root shell may have raised the limit; the child gets the default.
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	require.NoError(t, withMemlock(8<<20, cmd.Run), "child: %s\n%s", stdout.String(), stderr.String())
+	notes := strings.Count(stderr.String(), "host buffers are not page-locked")
+	assert.Equal(t, 1, notes, "stderr: %s", stderr.String())
+}
+
+// withMemlock runs f with RLIMIT_MEMLOCK's soft limit at n, restoring it.
+func withMemlock(n uint64, f func() error) error {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		return err
+	}
+	lim := old
+	lim.Cur = min(n, old.Max)
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		return err
+	}
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old)
+	return f()
+}
+
+
+func streamOf(s uintptr) csrc.Stream { return csrc.Stream(s) }
