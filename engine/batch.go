@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -19,6 +20,8 @@ type Batch struct {
 	idx    []int
 	layout *collate.Layout
 	buf    *pinned.Buffer
+	dev    *pinned.Buffer // the device copy; nil on the cpu backend
+	stream csrc.Stream
 	refs   atomic.Int32
 }
 
@@ -48,6 +51,61 @@ func (b *Batch) Tensor(name string) collate.Tensor {
 	return b.layout.Batch(b.buf.Bytes(), i, len(b.idx))
 }
 
+// OnDevice reports whether the batch was copied to device memory (a GPU
+// backend is active).
+func (b *Batch) OnDevice() bool { return b.dev != nil }
+
+// DeviceTensor is one field of a batch in device memory: plain values a
+// training loop passes to its own CUDA or HIP code.
+type DeviceTensor struct {
+	Ptr   uintptr // device address (CUdeviceptr / hipDeviceptr_t)
+	Bytes int
+	Shape []int // [Len(), field shape...]
+	DType collate.DType
+}
+
+// DeviceTensor returns field name of the batch in device memory. The copy
+// that writes it may still be running: wait on Event (from your own
+// stream, with cudaStreamWaitEvent / hipStreamWaitEvent, or on the host
+// with WaitDevice) before reading it. It panics on the cpu backend, when
+// there is no such field, or after Release.
+func (b *Batch) DeviceTensor(name string) DeviceTensor {
+	if b.dev == nil {
+		panic(fmt.Sprintf("engine: DeviceTensor(%q): the %s backend has no device memory", name, b.l.sel.Backend.Name()))
+	}
+	t := b.Tensor(name)
+	i := b.layout.Schema().Index(name)
+	return DeviceTensor{
+		Ptr:   uintptr(b.dev.Device()) + uintptr(b.layout.Offset(i)),
+		Bytes: len(t.Bytes()),
+		Shape: t.Shape(),
+		DType: t.DType(),
+	}
+}
+
+// Event returns the event (cudaEvent_t / hipEvent_t) recorded after the
+// batch's host-to-device copy, or 0 on the cpu backend. It is valid until
+// Release.
+func (b *Batch) Event() uintptr {
+	if b.dev == nil {
+		return 0
+	}
+	return uintptr(b.buf.Event())
+}
+
+// Stream returns the stream (cudaStream_t / hipStream_t) the copy was
+// issued on, or 0 on the cpu backend. Work queued on it runs after the copy.
+func (b *Batch) Stream() uintptr { return uintptr(b.stream) }
+
+// WaitDevice blocks until the batch's device copy has completed. It returns
+// at once on the cpu backend.
+func (b *Batch) WaitDevice() error {
+	if b.dev == nil {
+		return nil
+	}
+	return b.l.gpu.Runtime().EventSynchronize(b.buf.Event())
+}
+
 // Retain keeps the batch valid after the loop body returns, until a
 // matching Release. Each Retain needs one Release.
 func (b *Batch) Retain() {
@@ -62,7 +120,7 @@ func (b *Batch) Retain() {
 func (b *Batch) Release() {
 	switch n := b.refs.Add(-1); {
 	case n == 0:
-		b.l.recycle(b.buf)
+		b.l.recycle(b.buf, b.dev)
 	case n < 0:
 		panic(fmt.Sprintf("engine: Release on batch %d of epoch %d without a matching Retain", b.number, b.epoch))
 	}

@@ -59,6 +59,13 @@ type Config struct {
 	// reached, workers wait for the consumer to release batches. 0 means no
 	// cap (the window, Workers×PrefetchFactor, bounds it anyway).
 	MaxPinnedBytes int64
+
+	// Backend picks where batches go: "auto" (HIP, then CUDA, else cpu),
+	// "hip", "cuda" or "cpu", optionally with a device ordinal ("cuda:1";
+	// without one, $LOCAL_RANK, else 0). Empty means $TENSORBATCH_BACKEND,
+	// else auto. With a GPU backend every batch is also copied to device
+	// memory (Batch.DeviceTensor).
+	Backend string
 }
 
 // validate checks c against a dataset of n samples and returns the config

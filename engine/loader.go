@@ -19,7 +19,10 @@ type Loader struct {
 	ds     Dataset
 	cfg    Config
 	bs     BatchSampler
-	pool   *pinned.Pool
+	sel    pinned.Selection
+	gpu    *pinned.GPU  // nil on the cpu backend
+	pool   *pinned.Pool // host buffers
+	dpool  *pinned.Pool // device buffers; nil on the cpu backend
 	logger *slog.Logger
 
 	mu       sync.Mutex
@@ -33,7 +36,7 @@ type Loader struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	batches, samples, copied atomic.Int64
+	batches, samples, copied, toDevice atomic.Int64
 }
 
 // New returns a loader of ds configured by cfg. An invalid config gives an
@@ -60,19 +63,31 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.checkPinned(layout); err != nil {
 		return nil, err
 	}
+	sel, err := pinned.Select(cfg.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("engine: Config.Backend: %w", err)
+	}
 	l := &Loader{
 		ds:     ds,
 		cfg:    cfg,
 		bs:     cfg.BatchSampler,
-		pool:   pinned.NewPool(pinned.CPU{}, cfg.MaxPinnedBytes),
+		sel:    sel,
+		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes),
 		logger: slog.Default(),
 		layout: layout,
+	}
+	if g, ok := sel.Backend.(*pinned.GPU); ok {
+		l.gpu = g
+		l.dpool = pinned.NewDevicePool(g, 0)
 	}
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
 	return l, nil
 }
+
+// Backend returns the backend batches are loaded for and why it was chosen.
+func (l *Loader) Backend() pinned.Selection { return l.sel }
 
 // Config returns the loader's configuration with defaults filled in.
 func (l *Loader) Config() Config { return l.cfg }
@@ -172,7 +187,7 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 			for _, w := range workers {
 				w.runs = make(chan *run, 1)
 				l.wg.Add(1)
-				go w.loop(&l.wg)
+				go w.loop(l)
 			}
 		}
 	}
@@ -214,12 +229,25 @@ func (l *Loader) finish(r *run) {
 	l.mu.Unlock()
 }
 
-// recycle puts a batch buffer back into the pool. On the cpu backend the
-// buffer has no pending copy, so it is reusable at once.
-func (l *Loader) recycle(buf *pinned.Buffer) {
-	if err := l.pool.Put(buf, nil); err != nil {
+// recycle puts a batch's buffers back into their pools. With a GPU backend
+// each is fenced by its own event, recorded after the batch's copy: the
+// host buffer is read by the copy, and the device buffer written by it.
+func (l *Loader) recycle(host, dev *pinned.Buffer) {
+	err := l.pool.Put(host, l.fence(host))
+	if dev != nil {
+		err = errors.Join(err, l.dpool.Put(dev, l.fence(dev)))
+	}
+	if err != nil {
 		l.logger.Error("tensorbatch: freeing a batch buffer", "err", err)
 	}
+}
+
+// fence is what a buffer waits for before reuse: its event's last record.
+func (l *Loader) fence(b *pinned.Buffer) pinned.Fence {
+	if l.gpu == nil {
+		return nil
+	}
+	return l.gpu.Fence(b.Event())
 }
 
 // Close stops the running epoch, if any, ends the workers and frees the
@@ -239,25 +267,40 @@ func (l *Loader) Close() error {
 			close(w.runs)
 		}
 		l.wg.Wait()
-		l.closeErr = l.pool.Close()
+		var errs []error
+		if l.consumer != nil {
+			errs = append(errs, l.consumer.close(l))
+		}
+		errs = append(errs, l.pool.Close())
+		if l.dpool != nil {
+			errs = append(errs, l.dpool.Close())
+		}
+		l.closeErr = errors.Join(errs...)
 	})
 	return l.closeErr
 }
 
 // Stats is a snapshot of a loader's counters.
 type Stats struct {
-	Batches     int64 // batches delivered
-	Samples     int64 // samples filled
-	BytesCopied int64 // bytes the loader copied into batch buffers (0 on the Fill path)
-	Pool        pinned.PoolStats
+	Batches       int64 // batches delivered
+	Samples       int64 // samples filled
+	BytesCopied   int64 // bytes the loader copied into batch buffers (0 on the Fill path)
+	BytesToDevice int64 // bytes copied host to device
+	Pool          pinned.PoolStats
+	DevicePool    pinned.PoolStats // zero on the cpu backend
 }
 
 // Stats returns the loader's counters.
 func (l *Loader) Stats() Stats {
-	return Stats{
-		Batches:     l.batches.Load(),
-		Samples:     l.samples.Load(),
-		BytesCopied: l.copied.Load(),
-		Pool:        l.pool.Stats(),
+	s := Stats{
+		Batches:       l.batches.Load(),
+		Samples:       l.samples.Load(),
+		BytesCopied:   l.copied.Load(),
+		BytesToDevice: l.toDevice.Load(),
+		Pool:          l.pool.Stats(),
 	}
+	if l.dpool != nil {
+		s.DevicePool = l.dpool.Stats()
+	}
+	return s
 }

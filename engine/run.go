@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -46,9 +47,11 @@ type run struct {
 // pending is a started batch.
 type pending struct {
 	buf      *pinned.Buffer
-	left     atomic.Int32 // samples not yet filled
-	complete bool         // guarded by run.mu
-	err      *SampleError // the failing sample at the lowest position; guarded by run.mu
+	dev      *pinned.Buffer // its device copy; nil on the cpu backend
+	stream   csrc.Stream    // the stream the copy was issued on
+	left     atomic.Int32   // samples not yet filled
+	complete bool           // guarded by run.mu
+	err      error          // a *SampleError at the lowest position, or the copy's error; guarded by run.mu
 	errPos   int
 }
 
@@ -143,7 +146,7 @@ func (r *run) startBatch(k int) bool {
 	switch {
 	case r.stopped:
 		if buf != nil {
-			r.l.recycle(buf)
+			r.l.recycle(buf, nil)
 		}
 		return false
 	case err != nil:
@@ -172,6 +175,9 @@ func (r *run) work(w *worker, block bool) {
 func (r *run) workOnce(w *worker) {
 	defer r.wg.Done()
 	r.work(w, true)
+	if err := w.close(r.l); err != nil {
+		r.l.logger.Error("tensorbatch: ending a worker", "err", err)
+	}
 }
 
 // fill runs the dataset's Fill for one sample and counts its batch down.
@@ -196,9 +202,43 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err, Stack: stack})
 	}
 	if p.left.Add(-1) == 0 {
+		if r.l.gpu != nil {
+			r.toDevice(w, p, k)
+		}
 		r.mu.Lock()
 		p.complete = true
 		r.notify()
+		r.mu.Unlock()
+	}
+}
+
+// toDevice queues batch k's copy to device memory on the worker's stream
+// and records the host buffer's event after it. An error becomes the
+// batch's error, reported at its position.
+func (r *run) toDevice(w *worker, p *pending, k int) {
+	err := func() error {
+		s, err := w.streamOn(r.l.gpu)
+		if err != nil {
+			return err
+		}
+		dev, err := r.l.dpool.Get(r.ctx, p.buf.Len())
+		if err != nil {
+			return err
+		}
+		p.dev, p.stream = dev, s
+		rt := r.l.gpu.Runtime()
+		if err := rt.CopyToDeviceAsync(dev.Device(), p.buf.Bytes(), s); err != nil {
+			return err
+		}
+		r.l.toDevice.Add(int64(p.buf.Len()))
+		return errors.Join(rt.EventRecord(p.buf.Event(), s), rt.EventRecord(dev.Event(), s))
+	}()
+	if err != nil {
+		r.mu.Lock()
+		if p.err == nil {
+			p.err = fmt.Errorf("engine: copy of batch %d of epoch %d to %s:%d: %w", k, r.epoch, r.l.gpu.Name(), r.l.gpu.Device(), err)
+			p.errPos = -1
+		}
 		r.mu.Unlock()
 	}
 }
@@ -263,11 +303,11 @@ func (r *run) take(k int) (*Batch, error) {
 			r.cond.Broadcast()
 			r.mu.Unlock()
 			if p.err != nil {
-				r.l.recycle(p.buf)
+				r.l.recycle(p.buf, p.dev)
 				return nil, p.err
 			}
 			r.l.batches.Add(1)
-			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf}
+			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev, stream: p.stream}
 			b.refs.Store(1)
 			return b, nil
 		}
@@ -312,7 +352,7 @@ func (r *run) stuck(k int) error {
 func (r *run) recycle() {
 	for i, p := range r.ring {
 		if p != nil {
-			r.l.recycle(p.buf)
+			r.l.recycle(p.buf, p.dev)
 			r.ring[i] = nil
 		}
 	}
@@ -320,9 +360,10 @@ func (r *run) recycle() {
 
 // worker is one worker goroutine's state.
 type worker struct {
-	id   int
-	slot *Slot
-	runs chan *run // persistent workers receive each epoch's run here
+	id     int
+	slot   *Slot
+	runs   chan *run   // persistent workers receive each epoch's run here
+	stream csrc.Stream // its copies' stream, made at the first copy
 
 	mu    sync.Mutex // guards what the timeout watchdog reads
 	run   *run
@@ -337,12 +378,37 @@ func newWorker(id int, seed uint64) *worker {
 
 // loop is the life of a persistent worker: one run after another until
 // its channel is closed by Close.
-func (w *worker) loop(wg *sync.WaitGroup) {
-	defer wg.Done()
+func (w *worker) loop(l *Loader) {
+	defer l.wg.Done()
 	for r := range w.runs {
 		r.work(w, true)
 		r.wg.Done()
 	}
+	if err := w.close(l); err != nil {
+		l.logger.Error("tensorbatch: ending a worker", "err", err)
+	}
+}
+
+// streamOn returns the worker's stream, making it at the first copy.
+func (w *worker) streamOn(g *pinned.GPU) (csrc.Stream, error) {
+	if w.stream == 0 {
+		s, err := g.NewStream()
+		if err != nil {
+			return 0, err
+		}
+		w.stream = s
+	}
+	return w.stream, nil
+}
+
+// close destroys the worker's stream; queued copies still complete.
+func (w *worker) close(l *Loader) error {
+	if w.stream == 0 {
+		return nil
+	}
+	s := w.stream
+	w.stream = 0
+	return l.gpu.Runtime().StreamDestroy(s)
 }
 
 func (w *worker) begin(r *run, k, index int) {

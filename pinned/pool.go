@@ -35,9 +35,10 @@ func (b *Buffer) Len() int { return b.n }
 // Device returns the device memory of a device pool's buffer.
 func (b *Buffer) Device() csrc.DevicePtr { return b.dev }
 
-// Event returns the event of a host buffer of a GPU backend's pool: record
-// it after the copy that reads the buffer, and Put the buffer back with the
-// backend's Fence of it. It is 0 on the cpu backend.
+// Event returns the buffer's own event on a GPU backend (0 on cpu): record
+// it after the copy that reads or writes the buffer, and Put the buffer
+// back with the backend's Fence of it. Each buffer has its own event, so a
+// fence never outlives the event it queries.
 func (b *Buffer) Event() csrc.Event { return b.event }
 
 // allocator is the memory a pool caches.
@@ -84,10 +85,16 @@ func (d deviceMemory) alloc(n int) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Buffer{dev: p, size: n}, nil
+	e, err := d.g.NewEvent()
+	if err != nil {
+		return nil, errors.Join(err, d.g.Free(p))
+	}
+	return &Buffer{dev: p, size: n, event: e}, nil
 }
 
-func (d deviceMemory) free(b *Buffer) error { return d.g.Free(b.dev) }
+func (d deviceMemory) free(b *Buffer) error {
+	return errors.Join(d.g.Runtime().EventDestroy(b.event), d.g.Free(b.dev))
+}
 
 // PoolStats is a snapshot of a pool's accounting.
 type PoolStats struct {
