@@ -13,7 +13,7 @@ deps:
 
 # Everything CI checks: formatting and vet, the C core under sanitizers, the
 # Go tests under the race detector.
-test: lint ctest race
+test: deps lint ctest race
 
 race:
 	$(GO) test -race -count=1 ./...
@@ -40,13 +40,13 @@ bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
 	@mkdir -p bin
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -shared -fPIC -D_GNU_SOURCE -o $@ $< -lpthread
 
-bench:
+bench: deps
 	$(GO) run ./bench
 
-bench-quick:
+bench-quick: deps
 	$(GO) run ./bench -quick
 
-bench-peer:
+bench-peer: deps
 	$(GO) run ./bench -peer=only
 
 clean:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -160,7 +161,11 @@ func (r *run) startBatch(k int) bool {
 	return true
 }
 
-// work fills samples until there is nothing to claim.
+// work fills samples until there is nothing to claim. Workers yield after
+// each sample: a Fill that never blocks has no scheduling point, and with
+// more workers than GOMAXPROCS the consumer, woken from its training step,
+// would otherwise wait for a preemption (10 ms) before it could take the
+// next batch.
 func (r *run) work(w *worker, block bool) {
 	for {
 		p, k, pos, index, ok := r.claim(block)
@@ -168,6 +173,9 @@ func (r *run) work(w *worker, block bool) {
 			return
 		}
 		r.fill(w, p, k, pos, index)
+		if block {
+			runtime.Gosched()
+		}
 	}
 }
 

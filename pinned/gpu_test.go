@@ -251,5 +251,4 @@ func withMemlock(n uint64, f func() error) error {
 	return f()
 }
 
-
 func streamOf(s uintptr) csrc.Stream { return csrc.Stream(s) }

@@ -164,4 +164,3 @@ func resetSelections() {
 	defer selMu.Unlock()
 	selected = map[string]Selection{}
 }
-
