@@ -32,9 +32,9 @@ CTEST_FLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined
 ctest: bin/ctest bin/libfakecudart.so
 	TB_FAKE_CUDART=$(CURDIR)/bin/libfakecudart.so ASAN_OPTIONS=detect_leaks=1 bin/ctest
 
-bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h
+bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_kernels.c csrc/tb_kernels.h
 	@mkdir -p bin
-	$(CC) $(CTEST_FLAGS) -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c -ldl -lpthread
+	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_kernels.c -ldl -lpthread -lm
 
 bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
 	@mkdir -p bin

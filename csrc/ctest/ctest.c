@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tb_kernels.h"
 #include "tb_runtime.h"
 
 static int failures, checks;
@@ -96,6 +97,84 @@ static void test_fake_runtime(const char *path) {
 	CHECK(rt.lib == NULL && rt.malloc == NULL, "close clears the table");
 }
 
+/* The paths this CPU runs. */
+static int paths(int out[3]) {
+	int n = 0;
+	out[n++] = TB_PATH_SCALAR;
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+		out[n++] = TB_PATH_AVX2;
+	}
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+		out[n++] = TB_PATH_AVX512;
+	}
+	return n;
+}
+
+/* Kernels on exact-size heap buffers: ASan reports any read or write past
+ * them; results must agree across paths. */
+static void test_kernels(void) {
+	int p[3], np = paths(p);
+	for (size_t hw = 1; hw < 70; hw += 3) {
+		for (size_t c = 1; c <= 4; c++) {
+			uint8_t *src = malloc(hw * c);
+			float *ref = malloc(hw * c * sizeof(float)), *got = malloc(hw * c * sizeof(float));
+			float scale[4] = {0.5f, 0.25f, 2.0f, 1.5f}, bias[4] = {-1.0f, 0.0f, 0.5f, 3.0f};
+			for (size_t i = 0; i < hw * c; i++) {
+				src[i] = (uint8_t)(i * 37 + 11);
+			}
+			tb_u8hwc_to_f32chw(TB_PATH_SCALAR, ref, src, hw, c, scale, bias);
+			for (int k = 0; k < np; k++) {
+				tb_u8hwc_to_f32chw(p[k], got, src, hw, c, scale, bias);
+				CHECK(memcmp(ref, got, hw * c * sizeof(float)) == 0, "u8 hw=%zu c=%zu path %d", hw, c, p[k]);
+			}
+			free(src);
+			free(ref);
+			free(got);
+		}
+	}
+	for (size_t n = 0; n < 70; n += 5) {
+		float *f = malloc((n + 1) * sizeof(float)), *back = malloc((n + 1) * sizeof(float));
+		uint16_t *h = malloc((n + 1) * sizeof(uint16_t)), *href = malloc((n + 1) * sizeof(uint16_t));
+		for (size_t i = 0; i < n; i++) {
+			f[i] = (float)i * 1.37f - 20.0f;
+		}
+		tb_f32_to_f16(TB_PATH_SCALAR, href, f, n);
+		for (int k = 0; k < np; k++) {
+			tb_f32_to_f16(p[k], h, f, n);
+			CHECK(memcmp(h, href, n * 2) == 0, "f16 n=%zu path %d", n, p[k]);
+			tb_f16_to_f32(p[k], back, h, n);
+			tb_f32_to_bf16(p[k], h, f, n);
+			tb_bf16_to_f32(p[k], back, h, n);
+		}
+		free(f);
+		free(back);
+		free(h);
+		free(href);
+	}
+	/* Philox across the 2^32 block boundary: the high counter word carries. */
+	float ref[96], got[96];
+	uint64_t first = 0xfffffffdull;
+	for (int normal = 0; normal < 2; normal++) {
+		tb_philox_fill(TB_PATH_SCALAR, ref, 96, 7, 9, first, normal);
+		for (int k = 0; k < np; k++) {
+			tb_philox_fill(p[k], got, 96, 7, 9, first, normal);
+			CHECK(memcmp(ref, got, sizeof ref) == 0, "philox across 2^32, path %d normal %d", p[k], normal);
+		}
+		float shifted[4];
+		tb_philox_fill(TB_PATH_SCALAR, shifted, 4, 7, 9, first + 3, normal); /* block 2^32 */
+		CHECK(memcmp(shifted, ref + 12, sizeof shifted) == 0, "block 2^32 is the 4th block from 2^32-3");
+	}
+	int64_t lens[3] = {2, 0, 3};
+	uint8_t *buf = malloc(3 * 4 * 2), pad[2] = {0xaa, 0xbb};
+	for (int i = 0; i < 24; i++) {
+		buf[i] = (uint8_t)i;
+	}
+	tb_pad_stack(buf, lens, 3, 4, 3, 2, pad, 2);
+	const uint8_t want[18] = {0, 1, 2, 3, 0xaa, 0xbb, 0xaa, 0xbb, 0xaa, 0xbb, 0xaa, 0xbb, 16, 17, 18, 19, 20, 21};
+	CHECK(memcmp(buf, want, sizeof want) == 0, "pad stack");
+	free(buf);
+}
+
 int main(void) {
 	const char *fake = getenv("TB_FAKE_CUDART");
 	if (fake == NULL) {
@@ -104,6 +183,7 @@ int main(void) {
 	}
 	test_open_errors();
 	test_fake_runtime(fake);
+	test_kernels();
 	printf("%d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }

@@ -1,0 +1,251 @@
+package collate
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/klauspost/cpuid/v2"
+
+	"github.com/tensorbatch/tensorbatch/csrc"
+)
+
+// Path is an implementation of the collation kernels.
+type Path int
+
+// The paths: plain Go (the reference), baseline C, and the SIMD ones.
+const (
+	PathGo Path = iota
+	PathScalar
+	PathAVX2   // AVX2 and F16C
+	PathAVX512 // AVX-512 F, BW and VL
+)
+
+func (p Path) String() string {
+	return [...]string{"go", "scalar", "avx2", "avx512"}[p]
+}
+
+// EnvKernels forces a path: go, scalar, avx2 or avx512.
+const EnvKernels = "TENSORBATCH_KERNELS"
+
+var cpu = struct{ avx2, avx512 bool }{
+	avx2:   cpuid.CPU.Supports(cpuid.AVX2, cpuid.F16C),
+	avx512: cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX2, cpuid.F16C),
+}
+
+// Paths returns the paths this CPU runs, fastest last.
+func Paths() []Path {
+	p := []Path{PathGo, PathScalar}
+	if cpu.avx2 {
+		p = append(p, PathAVX2)
+	}
+	if cpu.avx512 {
+		p = append(p, PathAVX512)
+	}
+	return p
+}
+
+var active = choosePath()
+
+func choosePath() Path {
+	paths := Paths()
+	best := paths[len(paths)-1]
+	want := os.Getenv(EnvKernels)
+	if want == "" {
+		return best
+	}
+	for _, p := range paths {
+		if p.String() == want {
+			return p
+		}
+	}
+	slog.Warn("tensorbatch: "+EnvKernels+" names a path this CPU cannot run; using the best one", "asked", want, "using", best.String())
+	return best
+}
+
+// ActivePath returns the path the kernels run.
+func ActivePath() Path { return active }
+
+// SetPath makes the kernels run p and returns a function that restores the
+// previous path (for tests and benchmarks). It panics if the CPU cannot
+// run p.
+func SetPath(p Path) (restore func()) {
+	ok := false
+	for _, q := range Paths() {
+		ok = ok || q == p
+	}
+	if !ok {
+		panic(fmt.Sprintf("collate: SetPath(%s): this CPU cannot run it", p))
+	}
+	old := active
+	active = p
+	return func() { active = old }
+}
+
+func cpath() csrc.Path {
+	switch active {
+	case PathAVX2:
+		return csrc.AVX2
+	case PathAVX512:
+		return csrc.AVX512
+	}
+	return csrc.Scalar
+}
+
+// llcBytes is the last-level cache size; copies larger than it stream.
+var llcBytes = max(cpuid.CPU.Cache.L3, 8<<20)
+
+// Gather copies rows idx of src (along its first dimension) into dst, in
+// order. dst must have the dtype and row shape of src and room for
+// len(idx) rows. An index out of range is an error naming its position.
+// Large destinations are written with streaming stores.
+func Gather(dst, src Tensor, idx []int64) error {
+	if dst.dtype != src.dtype {
+		return fmt.Errorf("collate: gather: dst is %s, src is %s", dst.dtype, src.dtype)
+	}
+	if src.Rank() == 0 || dst.Rank() == 0 {
+		return fmt.Errorf("collate: gather: src %v and dst %v need a first dimension", src, dst)
+	}
+	row := len(src.data) / src.shape[0]
+	if dst.Rank() != src.Rank() || len(dst.data)/dst.shape[0] != row {
+		return fmt.Errorf("collate: gather: dst %v rows differ from src %v rows", dst, src)
+	}
+	if len(idx) > dst.shape[0] {
+		return fmt.Errorf("collate: gather: %d rows into dst %v", len(idx), dst)
+	}
+	for pos, i := range idx {
+		if i < 0 || i >= int64(src.shape[0]) {
+			return fmt.Errorf("collate: gather: index %d at position %d is out of range [0, %d)", i, pos, src.shape[0])
+		}
+	}
+	if active == PathGo {
+		gatherGo(dst.data, src.data, idx, row)
+		return nil
+	}
+	csrc.Gather(cpath(), dst.data, src.data, idx, row, len(idx)*row > llcBytes)
+	return nil
+}
+
+// U8HWCToCHW is ToTensor and Normalize fused: h×w pixels of c uint8
+// channels (HWC) become float32 CHW, x/255 normalized by mean and std per
+// channel, computed as float32(x)*scale + bias with scale = 1/(255·std)
+// and bias = -mean/std.
+func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) error {
+	switch {
+	case h <= 0 || w <= 0 || c <= 0:
+		return fmt.Errorf("collate: u8 to chw: shape %dx%dx%d", h, w, c)
+	case len(src) != h*w*c || len(dst) != h*w*c:
+		return fmt.Errorf("collate: u8 to chw: %dx%dx%d needs %d values, src has %d and dst %d", h, w, c, h*w*c, len(src), len(dst))
+	case len(mean) != c || len(std) != c:
+		return fmt.Errorf("collate: u8 to chw: %d channels, %d means and %d stds", c, len(mean), len(std))
+	}
+	scale, bias := make([]float32, c), make([]float32, c)
+	for i := range c {
+		if std[i] == 0 {
+			return fmt.Errorf("collate: u8 to chw: std of channel %d is 0", i)
+		}
+		scale[i] = 1 / (255 * std[i])
+		bias[i] = -mean[i] / std[i]
+	}
+	if active == PathGo {
+		u8ToCHWGo(dst, src, h*w, c, scale, bias)
+		return nil
+	}
+	csrc.U8HWCToF32CHW(cpath(), dst, src, h*w, c, scale, bias)
+	return nil
+}
+
+func checkLen(op string, dst, src int) {
+	if dst < src {
+		panic(fmt.Sprintf("collate: %s: dst holds %d values, src has %d", op, dst, src))
+	}
+}
+
+// F32ToF16 converts src to half precision, rounding to nearest even.
+func F32ToF16(dst []F16, src []float32) {
+	checkLen("F32ToF16", len(dst), len(src))
+	if active == PathGo {
+		for i, v := range src {
+			dst[i] = f32ToF16(v)
+		}
+		return
+	}
+	csrc.F32ToF16(cpath(), u16(dst), src)
+}
+
+// F16ToF32 converts half-precision src to float32 (exactly).
+func F16ToF32(dst []float32, src []F16) {
+	checkLen("F16ToF32", len(dst), len(src))
+	if active == PathGo {
+		for i, v := range src {
+			dst[i] = f16ToF32(v)
+		}
+		return
+	}
+	csrc.F16ToF32(cpath(), dst, u16(src))
+}
+
+// F32ToBF16 converts src to bfloat16, rounding to nearest even.
+func F32ToBF16(dst []BF16, src []float32) {
+	checkLen("F32ToBF16", len(dst), len(src))
+	if active == PathGo {
+		for i, v := range src {
+			dst[i] = f32ToBF16(v)
+		}
+		return
+	}
+	csrc.F32ToBF16(cpath(), u16(dst), src)
+}
+
+// BF16ToF32 converts bfloat16 src to float32 (exactly).
+func BF16ToF32(dst []float32, src []BF16) {
+	checkLen("BF16ToF32", len(dst), len(src))
+	if active == PathGo {
+		for i, v := range src {
+			dst[i] = bf16ToF32(v)
+		}
+		return
+	}
+	csrc.BF16ToF32(cpath(), dst, u16(src))
+}
+
+// FillNormal fills dst with standard normal values from the Philox4x32-10
+// stream keyed by key and stream (Box-Muller; see csrc/tb_kernels.h for
+// the exact algorithm). The same arguments give the same bits on every
+// path and machine. A sample's Slot.Seed gives (key, stream); add a field
+// number to stream to draw independent values for several fields.
+func FillNormal(dst []float32, key, stream uint64) { philox(dst, key, stream, true) }
+
+// FillUniform fills dst with values uniform in [0, 1) from the same stream
+// as FillNormal.
+func FillUniform(dst []float32, key, stream uint64) { philox(dst, key, stream, false) }
+
+func philox(dst []float32, key, stream uint64, normal bool) {
+	if active == PathGo {
+		philoxGo(dst, key, stream, 0, normal)
+		return
+	}
+	csrc.PhiloxFill(cpath(), dst, key, stream, 0, normal)
+}
+
+// PadStack pads the n = len(lens) samples of a batch field in place: sample
+// i's lens[i] rows of row bytes move from i*maxlen*row to i*longest*row, and
+// the rows up to longest are filled with the element pattern pad.
+func PadStack(buf []byte, lens []int64, maxlen, longest, row int, pad []byte) {
+	if need := len(lens) * maxlen * row; len(buf) < need {
+		panic(fmt.Sprintf("collate: PadStack: buffer of %d bytes, need %d", len(buf), need))
+	}
+	for i, n := range lens {
+		if n < 0 || n > int64(longest) || longest > maxlen {
+			panic(fmt.Sprintf("collate: PadStack: sample %d has %d rows; longest %d, max %d", i, n, longest, maxlen))
+		}
+	}
+	if len(pad) == 0 || row%len(pad) != 0 {
+		panic(fmt.Sprintf("collate: PadStack: pad of %d bytes does not divide rows of %d", len(pad), row))
+	}
+	if active == PathGo {
+		padStackGo(buf, lens, maxlen, longest, row, pad)
+		return
+	}
+	csrc.PadStack(buf, lens, maxlen, longest, row, pad)
+}
