@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/tensorbatch/tensorbatch/engine"
 )
 
 type options struct {
@@ -26,6 +29,8 @@ type options struct {
 	backend     string
 	out         string
 	noPlots     bool
+	rng         string
+	fill        func(context.Context, *engine.Slot) error
 	progressOut io.Writer
 }
 
@@ -44,6 +49,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.backend, "backend", "", "tensorbatch backend: auto, hip, cuda, cpu (default $TENSORBATCH_BACKEND, else auto)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for CSV, JSON and plots")
 	fs.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG and SVG plots")
+	fs.StringVar(&o.rng, "rng", "philox", "how tensorbatch draws randn: philox (collate.FillNormal, vectorised) or math (math/rand/v2 NormFloat64)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -58,6 +64,14 @@ func parseFlags(args []string) (*options, error) {
 		o.workers = append(o.workers, w)
 	}
 	o.methods = strings.Split(*methods, ",")
+	switch o.rng {
+	case "philox":
+		o.fill = fillPhilox
+	case "math":
+		o.fill = fillMath
+	default:
+		return nil, fmt.Errorf("bench: -rng %q: want philox or math", o.rng)
+	}
 	switch {
 	case o.peer != "auto" && o.peer != "off" && o.peer != "only":
 		return nil, fmt.Errorf("bench: -peer %q: want auto, off or only", o.peer)

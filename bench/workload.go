@@ -19,7 +19,16 @@ var schema = collate.Schema{
 	{Name: "label", DType: collate.Int64},
 }
 
-func fill(_ context.Context, s *engine.Slot) error {
+// fillPhilox draws the image with the vectorised Philox kernel, keyed by
+// the sample; fillMath with math/rand/v2's NormFloat64 (-rng math).
+func fillPhilox(_ context.Context, s *engine.Slot) error {
+	key, stream := s.Seed()
+	collate.FillNormal(collate.As[float32](s.Tensor("image")), key, stream)
+	collate.As[int64](s.Tensor("label"))[0] = int64(s.Index() % 10)
+	return nil
+}
+
+func fillMath(_ context.Context, s *engine.Slot) error {
 	img := collate.As[float32](s.Tensor("image"))
 	r := s.Rand()
 	for i := range img {
@@ -71,7 +80,7 @@ func (r *Record) summarize() {
 // runLoader runs the workload through a tensorbatch Loader.
 func runLoader(o *options, table string, workers int, persistent bool, epochs int, step time.Duration) (Record, error) {
 	resetPeakRSS()
-	ds := engine.DatasetFunc(o.samples, schema, fill)
+	ds := engine.DatasetFunc(o.samples, schema, o.fill)
 	l, err := engine.New(ds, engine.Config{
 		BatchSize: o.batch, DropLast: true, Workers: workers, RestartWorkers: !persistent,
 		SkipZero: true, Backend: o.backend,
@@ -128,7 +137,7 @@ func plainRate(o *options) float64 {
 	}
 	buf := make([]byte, layout.Size())
 	one := func(i int) {
-		if err := fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0)); err != nil {
+		if err := o.fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0)); err != nil {
 			panic(err)
 		}
 	}

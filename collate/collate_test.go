@@ -42,7 +42,11 @@ func TestSchemaValidate(t *testing.T) {
 		{collate.Schema{{DType: collate.Int64}}, "field 0 has an empty name"},
 		{collate.Schema{img, img}, `fields 0 and 1 are both named "image"`},
 		{collate.Schema{{Name: "x"}}, `field "x" has invalid dtype DType(0)`},
-		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -1}}}, `field "x": dimension 1 is -1, want > 0`},
+		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -1}}}, `field "x": only the first dimension may be Dynamic`},
+		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -2}}}, `field "x": dimension 1 is -2, want > 0`},
+		{collate.Schema{{Name: "tokens", DType: collate.Int32, Shape: []int{collate.Dynamic}, MaxLen: 128}}, ""},
+		{collate.Schema{{Name: "tokens", DType: collate.Int32, Shape: []int{collate.Dynamic}}}, `field "tokens": a Dynamic first dimension needs MaxLen > 0, got 0`},
+		{collate.Schema{{Name: "x", DType: collate.Int32, Shape: []int{4}, MaxLen: 9}}, `field "x": MaxLen and Pad are for a Dynamic first dimension`},
 		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{1 << 30, 1 << 30}}}, `field "x": shape [1073741824 1073741824] is larger than`},
 	} {
 		err := tc.s.Validate()
@@ -75,6 +79,24 @@ func TestAsViewsAndPanicsOnMismatch(t *testing.T) {
 	sh := tn.Shape()
 	sh[0] = 99
 	assert.Equal(t, 2, tn.Dim(0), "Shape returns a copy")
+}
+
+func TestDynamicFieldLayoutAndPad(t *testing.T) {
+	f := collate.Field{Name: "frames", DType: collate.Float32, Shape: []int{collate.Dynamic, 3}, MaxLen: 5, Pad: -1}
+	assert.True(t, f.IsDynamic())
+	assert.Equal(t, 15, f.Elems())
+	assert.Equal(t, 12, f.RowBytes())
+	assert.Equal(t, []byte{0, 0, 0x80, 0xbf}, f.PadBytes(), "-1 as float32")
+	assert.Equal(t, []byte{0x80, 0xbf}, collate.Field{DType: collate.BFloat16, Pad: -1}.PadBytes())
+	assert.Equal(t, []byte{0xff, 0xff, 0xff, 0xff}, collate.Field{DType: collate.Int32, Pad: -1}.PadBytes())
+	l, err := collate.NewLayout(collate.Schema{f}, 2)
+	require.NoError(t, err)
+	buf := make([]byte, l.Size())
+	assert.Equal(t, []int{5, 3}, l.Sample(buf, 0, 1).Shape())
+	assert.Equal(t, []int{2, 3}, l.Rows(buf, 0, 1, 2).Shape())
+	assert.Equal(t, []int{2, 5, 3}, l.Batch(buf, 0, 2).Shape())
+	assert.Equal(t, []int{2, 4, 3}, l.Padded(buf, 0, 2, 4).Shape())
+	assert.PanicsWithValue(t, `collate: As[int32] on field "frames" of dtype float32`, func() { collate.As[int32](l.Sample(buf, 0, 0)) })
 }
 
 func TestLayoutAlignsEveryField(t *testing.T) {

@@ -14,6 +14,7 @@ type Layout struct {
 	schema  Schema
 	cap     int
 	offsets []int
+	shapes  [][]int // per-sample shapes, MaxLen rows for a Dynamic field
 	size    int
 }
 
@@ -25,9 +26,13 @@ func NewLayout(s Schema, capacity int) (*Layout, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("collate: layout capacity %d, want > 0", capacity)
 	}
-	l := &Layout{schema: s, cap: capacity, offsets: make([]int, len(s))}
+	l := &Layout{schema: s, cap: capacity, offsets: make([]int, len(s)), shapes: make([][]int, len(s))}
 	for i, f := range s {
 		l.offsets[i] = l.size
+		l.shapes[i] = f.Shape
+		if f.IsDynamic() {
+			l.shapes[i] = append([]int{f.MaxLen}, f.Shape[1:]...)
+		}
 		n := f.Bytes()
 		if n > 0 && capacity > maxSampleBytes/n {
 			return nil, fmt.Errorf("collate: field %q: %d samples of %d bytes is too large", f.Name, capacity, n)
@@ -49,12 +54,22 @@ func (l *Layout) Size() int { return l.size }
 // Offset returns the byte offset of field i.
 func (l *Layout) Offset(i int) int { return l.offsets[i] }
 
-// Sample returns the view of field i of sample pos in buf.
+// Sample returns the view of field i of sample pos in buf (MaxLen rows for
+// a Dynamic field).
 func (l *Layout) Sample(buf []byte, i, pos int) Tensor {
 	f := l.schema[i]
 	n := f.Bytes()
 	off := l.offsets[i] + pos*n
-	return view(f.DType, f.Shape, buf[off:off+n:off+n])
+	return view(f.Name, f.DType, l.shapes[i], buf[off:off+n:off+n])
+}
+
+// Rows returns the view of the first rows rows of a Dynamic field i of
+// sample pos in buf.
+func (l *Layout) Rows(buf []byte, i, pos, rows int) Tensor {
+	f := l.schema[i]
+	off := l.offsets[i] + pos*f.Bytes()
+	end := off + rows*f.RowBytes()
+	return view(f.Name, f.DType, append([]int{rows}, f.Shape[1:]...), buf[off:end:end])
 }
 
 // Batch returns the view of field i of the first n samples in buf, with
@@ -63,6 +78,21 @@ func (l *Layout) Batch(buf []byte, i, n int) Tensor {
 	f := l.schema[i]
 	off := l.offsets[i]
 	end := off + n*f.Bytes()
-	shape := append([]int{n}, f.Shape...)
-	return view(f.DType, shape, buf[off:end:end])
+	return view(f.Name, f.DType, append([]int{n}, l.shapes[i]...), buf[off:end:end])
+}
+
+// Padded returns the view of a Dynamic field i of n samples in buf after
+// PadStack to longest rows: shape [n, longest, row shape...].
+func (l *Layout) Padded(buf []byte, i, n, longest int) Tensor {
+	f := l.schema[i]
+	off := l.offsets[i]
+	end := off + n*longest*f.RowBytes()
+	return view(f.Name, f.DType, append([]int{n, longest}, f.Shape[1:]...), buf[off:end:end])
+}
+
+// FieldBytes returns the whole region of field i in buf: Cap samples.
+func (l *Layout) FieldBytes(buf []byte, i int) []byte {
+	off := l.offsets[i]
+	end := off + l.cap*l.schema[i].Bytes()
+	return buf[off:end:end]
 }

@@ -3,23 +3,77 @@ package collate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
+
+// Dynamic, as a Field's first dimension, makes the field variable-length:
+// each sample has up to MaxLen rows, and a batch is padded with Pad to its
+// longest sample.
+const Dynamic = -1
 
 // Field describes one named tensor of a sample.
 type Field struct {
 	Name  string
 	DType DType
-	Shape []int // per-sample shape; nil or empty is a scalar
+	Shape []int // per-sample shape; nil or empty is a scalar; Shape[0] may be Dynamic
+
+	MaxLen int     // the most rows a sample of a Dynamic field has
+	Pad    float64 // the value a Dynamic field is padded with, in DType
 }
 
-// Elems returns the number of elements of one sample of f.
+// IsDynamic reports whether f's first dimension is Dynamic.
+func (f Field) IsDynamic() bool { return len(f.Shape) > 0 && f.Shape[0] == Dynamic }
+
+// RowBytes returns the bytes of one row: the elements after the first
+// dimension (for a scalar, the element).
+func (f Field) RowBytes() int {
+	n := f.DType.Size()
+	if len(f.Shape) > 0 {
+		for _, d := range f.Shape[1:] {
+			n *= d
+		}
+	}
+	return n
+}
+
+// Elems returns the number of elements of one sample of f; MaxLen rows for
+// a Dynamic field.
 func (f Field) Elems() int {
 	n := 1
-	for _, d := range f.Shape {
+	for i, d := range f.Shape {
+		if i == 0 && d == Dynamic {
+			d = f.MaxLen
+		}
 		n *= d
 	}
 	return n
+}
+
+// PadBytes returns f.Pad encoded as one element of f.DType.
+func (f Field) PadBytes() []byte {
+	b := make([]byte, f.DType.Size())
+	var u uint64
+	switch f.DType {
+	case Uint8:
+		u = uint64(uint8(f.Pad))
+	case Int32:
+		u = uint64(uint32(int32(f.Pad)))
+	case Int64:
+		u = uint64(int64(f.Pad))
+	case Float16:
+		u = uint64(f32ToF16(float32(f.Pad)))
+	case BFloat16:
+		u = uint64(f32ToBF16(float32(f.Pad)))
+	case Float32:
+		u = uint64(math.Float32bits(float32(f.Pad)))
+	case Float64:
+		u = math.Float64bits(f.Pad)
+	}
+	for i := range b {
+		b[i] = byte(u >> (8 * i))
+	}
+	return b
 }
 
 // Bytes returns the size in bytes of one sample of f.
@@ -57,8 +111,20 @@ func (s Schema) Validate() error {
 			return fmt.Errorf("collate: %w: fields %d and %d are both named %q", ErrSchema, j, i, f.Name)
 		}
 		seen[f.Name] = i
+		switch {
+		case f.IsDynamic() && f.MaxLen <= 0:
+			return fmt.Errorf("collate: %w: field %q: a Dynamic first dimension needs MaxLen > 0, got %d", ErrSchema, f.Name, f.MaxLen)
+		case !f.IsDynamic() && (f.MaxLen != 0 || f.Pad != 0):
+			return fmt.Errorf("collate: %w: field %q: MaxLen and Pad are for a Dynamic first dimension", ErrSchema, f.Name)
+		}
 		bytes := f.DType.Size()
 		for k, d := range f.Shape {
+			if k == 0 && d == Dynamic {
+				d = f.MaxLen
+			}
+			if d == Dynamic {
+				return fmt.Errorf("collate: %w: field %q: only the first dimension may be Dynamic", ErrSchema, f.Name)
+			}
 			if d <= 0 {
 				return fmt.Errorf("collate: %w: field %q: dimension %d is %d, want > 0", ErrSchema, f.Name, k, d)
 			}

@@ -12,6 +12,7 @@ type Tensor struct {
 	dtype DType
 	shape []int // never modified: views share it
 	data  []byte
+	name  string // the field a view was taken of, for messages
 }
 
 // MakeTensor returns a view of data as a tensor of the given dtype and shape.
@@ -40,9 +41,9 @@ func FromSlice[T Element](s []T, shape ...int) (Tensor, error) {
 	return MakeTensor(DTypeOf[T](), shape, b)
 }
 
-// view builds a tensor without checks; shape is shared, not copied.
-func view(dtype DType, shape []int, data []byte) Tensor {
-	return Tensor{dtype: dtype, shape: shape, data: data}
+// view builds a tensor of field name without checks; shape is shared.
+func view(name string, dtype DType, shape []int, data []byte) Tensor {
+	return Tensor{dtype: dtype, shape: shape, data: data, name: name}
 }
 
 // DType returns the element type.
@@ -76,6 +77,9 @@ func (t Tensor) String() string {
 // naming both types, when T does not match t's DType.
 func As[T Element](t Tensor) []T {
 	if want := DTypeOf[T](); want != t.dtype {
+		if t.name != "" {
+			panic(fmt.Sprintf("collate: As[%s] on field %q of dtype %s", want, t.name, t.dtype))
+		}
 		panic(fmt.Sprintf("collate: As[%s] on a tensor of dtype %s", want, t.dtype))
 	}
 	if len(t.data) == 0 {

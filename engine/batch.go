@@ -14,15 +14,16 @@ import (
 // the body of the range loop that yielded it; Retain keeps it past the body
 // until the matching Release.
 type Batch struct {
-	l      *Loader
-	epoch  int
-	number int
-	idx    []int
-	layout *collate.Layout
-	buf    *pinned.Buffer
-	dev    *pinned.Buffer // the device copy; nil on the cpu backend
-	stream csrc.Stream
-	refs   atomic.Int32
+	l       *Loader
+	epoch   int
+	number  int
+	idx     []int
+	layout  *collate.Layout
+	buf     *pinned.Buffer
+	longest []int          // the padded length of each Dynamic field
+	dev     *pinned.Buffer // the device copy; nil on the cpu backend
+	stream  csrc.Stream
+	refs    atomic.Int32
 }
 
 // Len returns the number of samples.
@@ -38,8 +39,10 @@ func (b *Batch) Epoch() int { return b.epoch }
 func (b *Batch) Number() int { return b.number }
 
 // Tensor returns field name of every sample, shape [Len(), field shape...],
-// in pinned host memory. It panics when there is no such field or the batch
-// was released.
+// in pinned host memory. A Dynamic field has shape [Len(), longest, row
+// shape...], padded with its Pad, and its lengths are the field
+// "<name>_len". It panics when there is no such field or the batch was
+// released.
 func (b *Batch) Tensor(name string) collate.Tensor {
 	if b.refs.Load() <= 0 {
 		panic(fmt.Sprintf("engine: Tensor(%q) on batch %d of epoch %d after its Release", name, b.number, b.epoch))
@@ -47,6 +50,11 @@ func (b *Batch) Tensor(name string) collate.Tensor {
 	i := b.layout.Schema().Index(name)
 	if i < 0 {
 		panic(fmt.Sprintf("engine: Batch.Tensor(%q): no such field; the schema has %q", name, b.layout.Schema().Names()))
+	}
+	for d, df := range b.l.dyn {
+		if df.field == i {
+			return b.layout.Padded(b.buf.Bytes(), i, len(b.idx), b.longest[d])
+		}
 	}
 	return b.layout.Batch(b.buf.Bytes(), i, len(b.idx))
 }

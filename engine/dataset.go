@@ -93,5 +93,26 @@ func (s *Slot) Tensor(name string) collate.Tensor {
 	return s.layout.Sample(s.buf, i, s.pos)
 }
 
+// Sequence returns the first n rows of the Dynamic field name for this
+// sample and records n as its length: write the sample's rows into it.
+// The batch pads every sample to its longest with the field's Pad, and
+// the batch field "<name>_len" holds the lengths. It panics, naming the
+// field, when the field is not Dynamic or n exceeds its MaxLen; the panic
+// becomes the sample's SampleError, which names the index.
+func (s *Slot) Sequence(name string, n int) collate.Tensor {
+	schema := s.layout.Schema()
+	i := schema.Index(name)
+	switch {
+	case i < 0:
+		panic(fmt.Sprintf("engine: Slot.Sequence(%q): no such field; the schema has %q", name, schema.Names()))
+	case !schema[i].IsDynamic():
+		panic(fmt.Sprintf("engine: Slot.Sequence(%q): the field's first dimension is not Dynamic", name))
+	case n < 0 || n > schema[i].MaxLen:
+		panic(fmt.Sprintf("engine: field %q: a sequence of %d rows, its MaxLen is %d", name, n, schema[i].MaxLen))
+	}
+	collate.As[int64](s.Tensor(name + lenSuffix))[0] = int64(n)
+	return s.layout.Rows(s.buf, i, s.pos, n)
+}
+
 // Field returns the view of the i-th field of the schema for this sample.
 func (s *Slot) Field(i int) collate.Tensor { return s.layout.Sample(s.buf, i, s.pos) }

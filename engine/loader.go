@@ -28,6 +28,7 @@ type Loader struct {
 	mu       sync.Mutex
 	layout   *collate.Layout // grows to the largest batch seen
 	consumer *worker         // the consumer's goroutine as a worker, when Workers is 0
+	dyn      []dynField      // the Dynamic fields and their length fields
 	active   *run
 	closed   bool
 	workers  []*worker      // persistent workers; nil until the first epoch
@@ -56,9 +57,10 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if n := ds.Len(); n < 0 {
 		return nil, fmt.Errorf("engine: Dataset.Len is %d, want >= 0", n)
 	}
-	layout, err := collate.NewLayout(schema, cfg.BatchSize)
+	full, dyn := withLengths(schema)
+	layout, err := collate.NewLayout(full, cfg.BatchSize)
 	if err != nil {
-		return nil, fmt.Errorf("engine: Config.BatchSize: %w", err)
+		return nil, fmt.Errorf("engine: Dataset.Schema with its length fields: %w", err)
 	}
 	if err := cfg.checkPinned(layout); err != nil {
 		return nil, err
@@ -75,6 +77,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes),
 		logger: slog.Default(),
 		layout: layout,
+		dyn:    dyn,
 	}
 	if g, ok := sel.Backend.(*pinned.GPU); ok {
 		l.gpu = g

@@ -28,6 +28,7 @@ type run struct {
 	layout  *collate.Layout
 	window  int
 	workers []*worker
+	bf      BatchFiller // the dataset, when it fills whole batches
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	unwatch func() bool    // stops watching the caller's ctx
@@ -48,6 +49,7 @@ type run struct {
 // pending is a started batch.
 type pending struct {
 	buf      *pinned.Buffer
+	longest  []int          // each Dynamic field's longest sample, once complete
 	dev      *pinned.Buffer // its device copy; nil on the cpu backend
 	stream   csrc.Stream    // the stream the copy was issued on
 	left     atomic.Int32   // samples not yet filled
@@ -67,6 +69,7 @@ func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers 
 		changed: make(chan struct{}),
 	}
 	r.ring = make([]*pending, r.window)
+	r.bf, _ = l.ds.(BatchFiller)
 	r.cond = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	// Wake claimers in cond.Wait when the caller's ctx is done.
@@ -127,6 +130,10 @@ func (r *run) claim(block bool) (p *pending, k, pos, index int, ok bool) {
 		}
 		p, pos = r.ring[k%r.window], r.off
 		index = r.batches[k][pos]
+		if r.bf != nil { // the whole batch: pos -1
+			r.nb, r.off = r.nb+1, 0
+			return p, k, -1, index, true
+		}
 		if r.off++; r.off == len(r.batches[k]) {
 			r.nb, r.off = r.nb+1, 0
 		}
@@ -172,7 +179,11 @@ func (r *run) work(w *worker, block bool) {
 		if !ok {
 			return
 		}
-		r.fill(w, p, k, pos, index)
+		if pos < 0 {
+			r.fillBatch(w, p, k)
+		} else {
+			r.fill(w, p, k, pos, index)
+		}
 		if block {
 			runtime.Gosched()
 		}
@@ -196,12 +207,16 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		for i := range r.layout.Schema() {
 			clear(s.Field(i).Bytes())
 		}
+	} else {
+		for _, df := range r.l.dyn {
+			clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
+		}
 	}
 	timed := r.l.cfg.Timeout > 0
 	if timed {
 		w.begin(r, k, index)
 	}
-	err, stack := r.call(s)
+	err, stack := r.call(func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
 	if timed {
 		w.end()
 	}
@@ -210,13 +225,59 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err, Stack: stack})
 	}
 	if p.left.Add(-1) == 0 {
-		if r.l.gpu != nil {
-			r.toDevice(w, p, k)
-		}
+		r.complete(w, p, k)
 		r.mu.Lock()
 		p.complete = true
 		r.notify()
 		r.mu.Unlock()
+	}
+}
+
+// fillBatch runs the dataset's FillBatch for all of batch k.
+func (r *run) fillBatch(w *worker, p *pending, k int) {
+	b := &BatchSlot{run: r, indices: r.batches[k], buf: p.buf.Bytes()}
+	if !r.l.cfg.SkipZero {
+		clear(b.buf)
+	}
+	timed := r.l.cfg.Timeout > 0
+	if timed {
+		w.begin(r, k, b.indices[0])
+	}
+	err, stack := r.call(func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) })
+	if timed {
+		w.end()
+	}
+	r.l.samples.Add(int64(len(b.indices)))
+	if err != nil {
+		var se *SampleError
+		if !errors.As(err, &se) {
+			err = fmt.Errorf("engine: batch %d of epoch %d (worker %d): %w%s", k, r.epoch, w.id, err, stackNote(stack))
+		}
+		r.mu.Lock()
+		p.err, p.errPos = err, 0
+		r.mu.Unlock()
+	}
+	p.left.Store(0)
+	r.complete(w, p, k)
+	r.mu.Lock()
+	p.complete = true
+	r.notify()
+	r.mu.Unlock()
+}
+
+func stackNote(stack []byte) string {
+	if stack == nil {
+		return ""
+	}
+	return "\n" + string(stack)
+}
+
+// complete finishes batch k once its last sample is filled: the padding of
+// its Dynamic fields, then its copy to the device.
+func (r *run) complete(w *worker, p *pending, k int) {
+	p.longest = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
+	if r.l.gpu != nil {
+		r.toDevice(w, p, k)
 	}
 }
 
@@ -254,8 +315,8 @@ func (r *run) toDevice(w *worker, p *pending, k int) {
 // errSampleDeadline is the cause of a per-sample ctx that ran past Timeout.
 var errSampleDeadline = errors.New("sample deadline")
 
-// call runs Fill, turning a panic into an error with its stack.
-func (r *run) call(s *Slot) (err error, stack []byte) {
+// call runs a fill, turning a panic into an error with its stack.
+func (r *run) call(fill func(ctx context.Context) error) (err error, stack []byte) {
 	ctx := r.ctx
 	if t := r.l.cfg.Timeout; t > 0 {
 		var cancel context.CancelFunc
@@ -272,7 +333,7 @@ func (r *run) call(s *Slot) (err error, stack []byte) {
 			err, stack = panicError(v), debug.Stack()
 		}
 	}()
-	return r.l.ds.Fill(ctx, s), nil
+	return fill(ctx), nil
 }
 
 // sampleFailed records e in batch p, keeping the lowest position, so the
@@ -315,7 +376,7 @@ func (r *run) take(k int) (*Batch, error) {
 				return nil, p.err
 			}
 			r.l.batches.Add(1)
-			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev, stream: p.stream}
+			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev, stream: p.stream, longest: p.longest}
 			b.refs.Store(1)
 			return b, nil
 		}

@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// lenSuffix names the int64 field that holds a Dynamic field's lengths.
+const lenSuffix = "_len"
+
+// dynField is a Dynamic field of the layout and its lengths field.
+type dynField struct {
+	field, lens int
+	pad         []byte
+}
+
+// withLengths returns the layout schema: s plus an int64 "<name>_len"
+// field after it for each Dynamic field, and those fields' positions.
+func withLengths(s collate.Schema) (collate.Schema, []dynField) {
+	out := append(collate.Schema(nil), s...)
+	var dyn []dynField
+	for i, f := range s {
+		if f.IsDynamic() {
+			dyn = append(dyn, dynField{field: i, lens: len(out), pad: f.PadBytes()})
+			out = append(out, collate.Field{Name: f.Name + lenSuffix, DType: collate.Int64})
+		}
+	}
+	return out, dyn
+}
+
+// padBatch pads every Dynamic field of a filled batch of n samples to its
+// longest sample, one kernel call a field, and returns the longest lengths.
+func padBatch(layout *collate.Layout, dyn []dynField, buf []byte, n int) []int {
+	if len(dyn) == 0 {
+		return nil
+	}
+	longest := make([]int, len(dyn))
+	for d, df := range dyn {
+		lens := collate.As[int64](layout.Batch(buf, df.lens, n))
+		for _, v := range lens {
+			longest[d] = max(longest[d], int(v))
+		}
+		f := layout.Schema()[df.field]
+		collate.PadStack(layout.FieldBytes(buf, df.field), lens, f.MaxLen, longest[d], f.RowBytes(), df.pad)
+	}
+	return longest
+}

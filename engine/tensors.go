@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// BatchFiller is implemented by datasets that fill a whole batch at once:
+// one kernel call a batch instead of one Fill a sample. The loader then
+// hands whole batches to its workers and calls FillBatch instead of Fill.
+type BatchFiller interface {
+	FillBatch(ctx context.Context, b *BatchSlot) error
+}
+
+// BatchSlot is a whole batch's place in the pinned buffer, handed to
+// FillBatch; valid only during the call.
+type BatchSlot struct {
+	run     *run
+	indices []int
+	buf     []byte
+}
+
+// Indices returns the dataset indices of the batch, in order.
+func (b *BatchSlot) Indices() []int { return b.indices }
+
+// Epoch returns the epoch being loaded.
+func (b *BatchSlot) Epoch() int { return b.run.epoch }
+
+// Tensor returns field name of the batch, shape [len(Indices()), field
+// shape...]. It panics when there is no such field.
+func (b *BatchSlot) Tensor(name string) collate.Tensor {
+	layout := b.run.layout
+	i := layout.Schema().Index(name)
+	if i < 0 {
+		panic(fmt.Sprintf("engine: BatchSlot.Tensor(%q): no such field; the schema has %q", name, layout.Schema().Names()))
+	}
+	return layout.Batch(b.buf, i, len(b.indices))
+}
+
+// Copied counts bytes the dataset copied into the batch, for Stats.
+func (b *BatchSlot) Copied(n int) { b.run.l.copied.Add(int64(n)) }
+
+// TensorsDataset is an in-memory dataset: row i of each tensor is sample i,
+// as PyTorch's TensorDataset. Batches are filled by the gather kernel, one
+// call a field a batch.
+type TensorsDataset struct {
+	names  []string
+	data   []collate.Tensor
+	schema collate.Schema
+	n      int
+}
+
+// Tensors returns a dataset over tensors that share their first
+// dimension; names[i] names tensors[i].
+func Tensors(names []string, tensors ...collate.Tensor) (*TensorsDataset, error) {
+	if len(names) != len(tensors) || len(tensors) == 0 {
+		return nil, fmt.Errorf("engine: Tensors: %d names for %d tensors", len(names), len(tensors))
+	}
+	d := &TensorsDataset{names: names, data: tensors}
+	for i, t := range tensors {
+		if t.Rank() == 0 {
+			return nil, fmt.Errorf("engine: Tensors: %q is a scalar; samples are rows of the first dimension", names[i])
+		}
+		if i == 0 {
+			d.n = t.Dim(0)
+		} else if t.Dim(0) != d.n {
+			return nil, fmt.Errorf("engine: Tensors: %q has %d rows, %q has %d", names[i], t.Dim(0), names[0], d.n)
+		}
+		d.schema = append(d.schema, collate.Field{Name: names[i], DType: t.DType(), Shape: t.Shape()[1:]})
+	}
+	if err := d.schema.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: Tensors: %w", err)
+	}
+	return d, nil
+}
+
+// Len returns the number of rows.
+func (d *TensorsDataset) Len() int { return d.n }
+
+// Schema returns one field a tensor, shaped like a row.
+func (d *TensorsDataset) Schema() collate.Schema { return d.schema }
+
+// Fill copies sample s.Index()'s rows (used when called outside a batch).
+func (d *TensorsDataset) Fill(_ context.Context, s *Slot) error {
+	for i, t := range d.data {
+		row := len(t.Bytes()) / d.n
+		copy(s.Tensor(d.names[i]).Bytes(), t.Bytes()[s.Index()*row:(s.Index()+1)*row])
+	}
+	return nil
+}
+
+// FillBatch gathers the batch's rows of every tensor.
+func (d *TensorsDataset) FillBatch(_ context.Context, b *BatchSlot) error {
+	idx := make([]int64, len(b.indices))
+	for i, v := range b.indices {
+		idx[i] = int64(v)
+	}
+	for i, t := range d.data {
+		dst := b.Tensor(d.names[i])
+		if err := collate.Gather(dst, t, idx); err != nil {
+			return err
+		}
+		b.Copied(len(dst.Bytes()))
+	}
+	return nil
+}
