@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/tensorbatch/tensorbatch/internal/classic"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -31,7 +32,7 @@ func (r *results) h2dTable(o *options) error {
 		return nil
 	}
 	rt := g.Runtime()
-	size := o.batch * (3*224*224*4 + 8)
+	size := o.batch * classic.SampleBytes
 	reps := 40
 	if o.quick {
 		reps = 5

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/classic"
 )
 
 type options struct {
@@ -66,9 +67,9 @@ func parseFlags(args []string) (*options, error) {
 	o.methods = strings.Split(*methods, ",")
 	switch o.rng {
 	case "philox":
-		o.fill = fillPhilox
+		o.fill = classic.FillPhilox
 	case "math":
-		o.fill = fillMath
+		o.fill = classic.FillMath
 	default:
 		return nil, fmt.Errorf("bench: -rng %q: want philox or math", o.rng)
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+
+	"github.com/tensorbatch/tensorbatch/internal/classic"
 )
 
 // peer runs scripts/peer_dataloader.py under Debian's python3, where
@@ -91,7 +93,7 @@ func (p *peer) run(o *options, table, method string, workers int, persistent boo
 	// Counted from DataLoader's code path: default_collate stacks the
 	// samples into the batch (one copy of it, into shared memory when
 	// workers > 0), and pin_memory copies the batch again when active.
-	batchBytes := float64(o.batch * (3*224*224*4 + 8))
+	batchBytes := float64(o.batch * classic.SampleBytes)
 	r.CopiedPerBat = batchBytes * float64(1+b2i(out.Pin))
 	r.Note = "copied bytes counted from the code path, not measured"
 	r.summarize()

@@ -11,32 +11,8 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/classic"
 )
-
-// The ROCm guide's workload: samples of randn(3,224,224) and an int64 label.
-var schema = collate.Schema{
-	{Name: "image", DType: collate.Float32, Shape: []int{3, 224, 224}},
-	{Name: "label", DType: collate.Int64},
-}
-
-// fillPhilox draws the image with the vectorised Philox kernel, keyed by
-// the sample; fillMath with math/rand/v2's NormFloat64 (-rng math).
-func fillPhilox(_ context.Context, s *engine.Slot) error {
-	key, stream := s.Seed()
-	collate.FillNormal(collate.As[float32](s.Tensor("image")), key, stream)
-	collate.As[int64](s.Tensor("label"))[0] = int64(s.Index() % 10)
-	return nil
-}
-
-func fillMath(_ context.Context, s *engine.Slot) error {
-	img := collate.As[float32](s.Tensor("image"))
-	r := s.Rand()
-	for i := range img {
-		img[i] = float32(r.NormFloat64())
-	}
-	collate.As[int64](s.Tensor("label"))[0] = int64(s.Index() % 10)
-	return nil
-}
 
 // Epoch is one epoch's timing.
 type Epoch struct {
@@ -80,7 +56,7 @@ func (r *Record) summarize() {
 // runLoader runs the workload through a tensorbatch Loader.
 func runLoader(o *options, table string, workers int, persistent bool, epochs int, step time.Duration) (Record, error) {
 	resetPeakRSS()
-	ds := engine.DatasetFunc(o.samples, schema, o.fill)
+	ds := engine.DatasetFunc(o.samples, classic.Schema, o.fill)
 	l, err := engine.New(ds, engine.Config{
 		BatchSize: o.batch, DropLast: true, Workers: workers, RestartWorkers: !persistent,
 		SkipZero: true, Backend: o.backend,
@@ -131,7 +107,7 @@ const plainMinTime = 500 * time.Millisecond
 // plainRate is the workload's samples done in a plain loop on one core,
 // with no loader, as batches per second.
 func plainRate(o *options) float64 {
-	layout, err := collate.NewLayout(schema, 1)
+	layout, err := collate.NewLayout(classic.Schema, 1)
 	if err != nil {
 		panic(err)
 	}
