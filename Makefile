@@ -16,11 +16,12 @@ deps:
 test: deps lint ctest race
 
 race:
-	$(GO) test -race -count=1 ./...
+	GODEBUG=cgocheck=1 $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags hipcheck ./csrc/
+	$(GO) build -tags hipcheck ./...
+	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTB_NO_SIMD -fsyntax-only csrc/tb_kernels.c
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -98,8 +98,15 @@ var llcBytes = max(cpuid.CPU.Cache.L3, 8<<20)
 // Gather copies rows idx of src (along its first dimension) into dst, in
 // order. dst must have the dtype and row shape of src and room for
 // len(idx) rows. An index out of range is an error naming its position.
-// Large destinations are written with streaming stores.
-func Gather(dst, src Tensor, idx []int64) error {
+// Destinations larger than the last-level cache are written with streaming
+// (non-temporal) stores.
+func Gather(dst, src Tensor, idx []int64) error { return gather(dst, src, idx, false) }
+
+// GatherStreaming is Gather with streaming stores whatever the size: for
+// write-combined destinations, which ordinary stores write slowly.
+func GatherStreaming(dst, src Tensor, idx []int64) error { return gather(dst, src, idx, true) }
+
+func gather(dst, src Tensor, idx []int64, streaming bool) error {
 	if dst.dtype != src.dtype {
 		return fmt.Errorf("collate: gather: dst is %s, src is %s", dst.dtype, src.dtype)
 	}
@@ -122,7 +129,7 @@ func Gather(dst, src Tensor, idx []int64) error {
 		gatherGo(dst.data, src.data, idx, row)
 		return nil
 	}
-	csrc.Gather(cpath(), dst.data, src.data, idx, row, len(idx)*row > llcBytes)
+	csrc.Gather(cpath(), dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
 	return nil
 }
 

@@ -195,6 +195,10 @@ func TestGatherMatchesTheReference(t *testing.T) {
 				require.NoError(t, collate.Gather(dt, st, idx))
 				check(t)
 				require.Equal(t, want, got)
+				clear(got)
+				require.NoError(t, collate.GatherStreaming(dt, st, idx))
+				check(t)
+				require.Equal(t, want, got, "streaming stores")
 			})
 		}
 	}

@@ -1,11 +1,17 @@
 #include "tb_kernels.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
+/* The SIMD paths are x86-64 only; elsewhere (arm64, or -DTB_NO_SIMD, which
+ * make lint uses to compile-check that build) every path runs the
+ * baseline code, and package collate offers only go and scalar. */
+#if defined(__x86_64__) && !defined(TB_NO_SIMD)
+#define TB_X86 1
+#include <immintrin.h>
 #define AVX2 __attribute__((target("avx2,f16c")))
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+#endif
 
 static inline uint32_t f32bits(float f) {
 	uint32_t u;
@@ -23,6 +29,7 @@ static inline float bitsf32(uint32_t u) {
 
 static void copy_plain(uint8_t *dst, const uint8_t *src, size_t n) { memcpy(dst, src, n); }
 
+#ifdef TB_X86
 AVX2 static void copy_nt_avx2(uint8_t *dst, const uint8_t *src, size_t n) {
 	size_t head = (32 - ((uintptr_t)dst & 31)) & 31;
 	if (head > n) {
@@ -49,19 +56,28 @@ AVX512 static void copy_nt_avx512(uint8_t *dst, const uint8_t *src, size_t n) {
 	memcpy(dst + i, src + i, n - i);
 }
 
+#endif
+
 void tb_gather(int path, uint8_t *dst, const uint8_t *src, const int64_t *idx, size_t n, size_t row, int nt) {
 	void (*copy)(uint8_t *, const uint8_t *, size_t) = copy_plain;
+#ifdef TB_X86
 	if (nt && path == TB_PATH_AVX2) {
 		copy = copy_nt_avx2;
 	} else if (nt && path == TB_PATH_AVX512) {
 		copy = copy_nt_avx512;
 	}
+#else
+	(void)path;
+	(void)nt;
+#endif
 	for (size_t i = 0; i < n; i++) {
 		copy(dst + i * row, src + (size_t)idx[i] * row, row);
 	}
+#ifdef TB_X86
 	if (copy != copy_plain) {
 		_mm_sfence();
 	}
+#endif
 }
 
 /* ---- uint8 HWC to float32 CHW ---- */
@@ -75,6 +91,7 @@ static void u8_scalar(float *dst, const uint8_t *src, size_t from, size_t hw, si
 	}
 }
 
+#ifdef TB_X86
 /* gathers 32-bit words at src+p*c+ch; stops where a word would pass the end. */
 AVX2 static size_t u8_avx2(float *dst, const uint8_t *src, size_t hw, size_t c, const float *scale, const float *bias) {
 	size_t total = hw * c, p = 0;
@@ -142,8 +159,11 @@ AVX2 static size_t u8_rgb_avx2(float *dst, const uint8_t *src, size_t hw, const 
 	return p;
 }
 
+#endif
+
 void tb_u8hwc_to_f32chw(int path, float *dst, const uint8_t *src, size_t hw, size_t c, const float *scale, const float *bias) {
 	size_t done = 0;
+#ifdef TB_X86
 	if (c == 3 && (path == TB_PATH_AVX2 || path == TB_PATH_AVX512)) {
 		done = u8_rgb_avx2(dst, src, hw, scale, bias);
 	} else if (path == TB_PATH_AVX2) {
@@ -151,6 +171,9 @@ void tb_u8hwc_to_f32chw(int path, float *dst, const uint8_t *src, size_t hw, siz
 	} else if (path == TB_PATH_AVX512) {
 		done = u8_avx512(dst, src, hw, c, scale, bias);
 	}
+#else
+	(void)path;
+#endif
 	u8_scalar(dst, src, done, hw, c, scale, bias);
 }
 
@@ -214,6 +237,7 @@ static uint16_t f32_to_bf16_1(float f) {
 	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
+#ifdef TB_X86
 AVX2 static size_t f32_to_f16_avx2(uint16_t *dst, const float *src, size_t n) {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -232,13 +256,21 @@ AVX512 static size_t f32_to_f16_avx512(uint16_t *dst, const float *src, size_t n
 	return i;
 }
 
+#endif
+
 void tb_f32_to_f16(int path, uint16_t *dst, const float *src, size_t n) {
+#ifdef TB_X86
 	size_t i = path == TB_PATH_AVX2 ? f32_to_f16_avx2(dst, src, n) : path == TB_PATH_AVX512 ? f32_to_f16_avx512(dst, src, n) : 0;
+#else
+	size_t i = 0;
+	(void)path;
+#endif
 	for (; i < n; i++) {
 		dst[i] = f32_to_f16_1(src[i]);
 	}
 }
 
+#ifdef TB_X86
 AVX2 static size_t f16_to_f32_avx2(float *dst, const uint16_t *src, size_t n) {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -255,13 +287,21 @@ AVX512 static size_t f16_to_f32_avx512(float *dst, const uint16_t *src, size_t n
 	return i;
 }
 
+#endif
+
 void tb_f16_to_f32(int path, float *dst, const uint16_t *src, size_t n) {
+#ifdef TB_X86
 	size_t i = path == TB_PATH_AVX2 ? f16_to_f32_avx2(dst, src, n) : path == TB_PATH_AVX512 ? f16_to_f32_avx512(dst, src, n) : 0;
+#else
+	size_t i = 0;
+	(void)path;
+#endif
 	for (; i < n; i++) {
 		dst[i] = f16_to_f32_1(src[i]);
 	}
 }
 
+#ifdef TB_X86
 AVX2 static size_t f32_to_bf16_avx2(uint16_t *dst, const float *src, size_t n) {
 	const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
 	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x40);
@@ -299,8 +339,15 @@ AVX512 static size_t f32_to_bf16_avx512(uint16_t *dst, const float *src, size_t 
 	return i;
 }
 
+#endif
+
 void tb_f32_to_bf16(int path, uint16_t *dst, const float *src, size_t n) {
+#ifdef TB_X86
 	size_t i = path == TB_PATH_AVX2 ? f32_to_bf16_avx2(dst, src, n) : path == TB_PATH_AVX512 ? f32_to_bf16_avx512(dst, src, n) : 0;
+#else
+	size_t i = 0;
+	(void)path;
+#endif
 	for (; i < n; i++) {
 		dst[i] = f32_to_bf16_1(src[i]);
 	}
@@ -435,6 +482,7 @@ static void block_1(float out[4], uint64_t j, uint64_t key, uint64_t stream, int
 	}
 }
 
+#ifdef TB_X86
 /* AVX2: 8 blocks at a time, one block a lane. */
 AVX2 static inline __m256i mulhi_avx2(__m256i a, __m256i m) {
 	__m256i even = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
@@ -529,14 +577,20 @@ AVX2 static void blocks8_avx2(float *out, uint64_t j, uint64_t key, uint64_t str
 	_mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(s2, s3, 0x31));
 }
 
+#endif
+
 void tb_philox_fill(int path, float *dst, size_t n, uint64_t key, uint64_t stream, uint64_t first, int normal) {
 	size_t i = 0;
 	uint64_t j = first;
+#ifdef TB_X86
 	if (path == TB_PATH_AVX2 || path == TB_PATH_AVX512) {
 		for (; i + 32 <= n; i += 32, j += 8) {
 			blocks8_avx2(dst + i, j, key, stream, normal);
 		}
 	}
+#else
+	(void)path;
+#endif
 	for (; i < n; i += 4, j++) {
 		float out[4];
 		block_1(out, j, key, stream, normal);

@@ -60,6 +60,12 @@ type Config struct {
 	// cap (the window, Workers×PrefetchFactor, bounds it anyway).
 	MaxPinnedBytes int64
 
+	// WriteCombined allocates a GPU backend's batch buffers write-combined:
+	// faster host-to-device copies, but very slow for the CPU to read. Set
+	// it only when nothing reads the host batch (Fill writes it; gathers
+	// into it use streaming stores). Ignored on the cpu backend.
+	WriteCombined bool
+
 	// Backend picks where batches go: "auto" (HIP, then CUDA, else cpu),
 	// "hip", "cuda" or "cpu", optionally with a device ordinal ("cuda:1";
 	// without one, $LOCAL_RANK, else 0). Empty means $TENSORBATCH_BACKEND,

@@ -125,3 +125,31 @@ func TestCPUBackendHasNoDeviceTensor(t *testing.T) {
 	_, err := engine.New(engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{Backend: "tpu"})
 	assert.ErrorContains(t, err, `engine: Config.Backend: pinned: backend "tpu": want auto, hip, cuda or cpu`)
 }
+
+func TestWriteCombinedTensorsBatchesReachTheDevice(t *testing.T) {
+	fakeGPU(t, 100, false)
+	l := newLoader(t, tensorsDataset(t, 50), engine.Config{BatchSize: 8, Workers: 2, Backend: "cuda", WriteCombined: true})
+	rt := l.Backend().Backend.(*pinned.GPU).Runtime()
+	n := 0
+	for b, err := range l.Epoch(context.Background(), 0) {
+		require.NoError(t, err)
+		require.NoError(t, b.WaitDevice())
+		dt := b.DeviceTensor("y")
+		back := make([]byte, dt.Bytes)
+		require.NoError(t, rt.CopyToHost(back, csrc.DevicePtr(dt.Ptr)))
+		y := collate.As[int64](must(collate.MakeTensor(collate.Int64, []int{b.Len()}, back)))
+		for r, i := range b.Indices() {
+			assert.Equal(t, int64(10*i), y[r])
+		}
+		n++
+	}
+	assert.Equal(t, 7, n)
+	// The option reaches cudaHostAlloc: a runtime that refuses the flag
+	// fails the first batch's buffer, and says which allocation.
+	t.Setenv("TB_FAKE_NO_WC", "1")
+	l2 := newLoader(t, tensorsDataset(t, 50), engine.Config{BatchSize: 8, Backend: "cuda", WriteCombined: true})
+	for _, err := range l2.Epoch(context.Background(), 0) {
+		assert.ErrorContains(t, err, "engine: buffer for batch 0 of epoch 0: pinned: cuda write-combined host alloc")
+		break
+	}
+}

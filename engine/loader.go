@@ -74,7 +74,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		cfg:    cfg,
 		bs:     cfg.BatchSampler,
 		sel:    sel,
-		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes),
+		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
 		logger: slog.Default(),
 		layout: layout,
 		dyn:    dyn,
@@ -87,6 +87,13 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
 	return l, nil
+}
+
+func poolOptions(cfg Config) []pinned.PoolOption {
+	if cfg.WriteCombined {
+		return []pinned.PoolOption{pinned.WriteCombined()}
+	}
+	return nil
 }
 
 // Backend returns the backend batches are loaded for and why it was chosen.

@@ -39,6 +39,11 @@ func (b *BatchSlot) Tensor(name string) collate.Tensor {
 	return layout.Batch(b.buf, i, len(b.indices))
 }
 
+// WriteCombined reports whether the batch buffer is write-combined memory
+// (Config.WriteCombined on a GPU backend): write it with streaming stores,
+// never read it.
+func (b *BatchSlot) WriteCombined() bool { return b.run.l.cfg.WriteCombined && b.run.l.gpu != nil }
+
 // Copied counts bytes the dataset copied into the batch, for Stats.
 func (b *BatchSlot) Copied(n int) { b.run.l.copied.Add(int64(n)) }
 
@@ -97,9 +102,13 @@ func (d *TensorsDataset) FillBatch(_ context.Context, b *BatchSlot) error {
 	for i, v := range b.indices {
 		idx[i] = int64(v)
 	}
+	gather := collate.Gather
+	if b.WriteCombined() {
+		gather = collate.GatherStreaming
+	}
 	for i, t := range d.data {
 		dst := b.Tensor(d.names[i])
-		if err := collate.Gather(dst, t, idx); err != nil {
+		if err := gather(dst, t, idx); err != nil {
 			return err
 		}
 		b.Copied(len(dst.Bytes()))

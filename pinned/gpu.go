@@ -36,12 +36,21 @@ func (g *GPU) on(f func() error) error {
 }
 
 // HostAlloc returns n bytes of pinned, portable host memory.
-func (g *GPU) HostAlloc(n int) (b []byte, err error) {
+func (g *GPU) HostAlloc(n int) ([]byte, error) { return g.hostAlloc(n, csrc.HostPortable) }
+
+// HostAllocWriteCombined returns n bytes of pinned, portable,
+// write-combined host memory: faster for the device to read, slow for the
+// CPU to read, so for buffers the host only writes (with streaming stores).
+func (g *GPU) HostAllocWriteCombined(n int) ([]byte, error) {
+	return g.hostAlloc(n, csrc.HostPortable|csrc.HostWriteCombined)
+}
+
+func (g *GPU) hostAlloc(n int, flags uint) (b []byte, err error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("pinned: host alloc of %d bytes", n)
 	}
 	err = g.on(func() error {
-		b, err = g.rt.HostAlloc(n, csrc.HostPortable)
+		b, err = g.rt.HostAlloc(n, flags)
 		return err
 	})
 	return b, err

@@ -252,3 +252,23 @@ func withMemlock(n uint64, f func() error) error {
 }
 
 func streamOf(s uintptr) csrc.Stream { return csrc.Stream(s) }
+
+func TestWriteCombinedReachesTheRuntime(t *testing.T) {
+	g := gpu(t)
+	t.Setenv("TB_FAKE_NO_WC", "1") // the fake refuses the write-combined flag
+	wc := pinned.NewPool(g, 0, pinned.WriteCombined())
+	_, err := wc.Get(context.Background(), 4096)
+	assert.ErrorContains(t, err, "pinned: cuda write-combined host alloc of 4096 bytes")
+	assert.ErrorContains(t, err, "cudaHostAlloc: cudaErrorInvalidValue (1)")
+	plain := pinned.NewPool(g, 0)
+	b, err := plain.Get(context.Background(), 4096)
+	require.NoError(t, err, "without the flag the same runtime allocates")
+	require.NoError(t, plain.Put(b, nil))
+	require.NoError(t, plain.Close())
+	require.NoError(t, wc.Close())
+	cpu := pinned.NewPool(pinned.CPU{}, 0, pinned.WriteCombined())
+	b, err = cpu.Get(context.Background(), 10)
+	require.NoError(t, err, "the cpu backend ignores the option")
+	require.NoError(t, cpu.Put(b, nil))
+	require.NoError(t, cpu.Close())
+}

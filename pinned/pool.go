@@ -49,12 +49,26 @@ type allocator interface {
 }
 
 // hostMemory is a backend's host memory; GPU host buffers get an event.
-type hostMemory struct{ be Backend }
+type hostMemory struct {
+	be            Backend
+	writeCombined bool
+}
 
-func (h hostMemory) name() string { return h.be.Name() + " host" }
+func (h hostMemory) name() string {
+	if h.writeCombined {
+		return h.be.Name() + " write-combined host"
+	}
+	return h.be.Name() + " host"
+}
 
 func (h hostMemory) alloc(n int) (*Buffer, error) {
-	mem, err := h.be.HostAlloc(n)
+	var mem []byte
+	var err error
+	if g, ok := h.be.(*GPU); ok && h.writeCombined {
+		mem, err = g.HostAllocWriteCombined(n)
+	} else {
+		mem, err = h.be.HostAlloc(n)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -121,10 +135,22 @@ type Pool struct {
 	wake   chan struct{} // closed and replaced on every Put
 }
 
+// PoolOption configures NewPool.
+type PoolOption func(*hostMemory)
+
+// WriteCombined makes a GPU backend's host buffers write-combined
+// (cudaHostAllocWriteCombined / hipHostMallocWriteCombined). The cpu
+// backend has no such memory and ignores it.
+func WriteCombined() PoolOption { return func(h *hostMemory) { h.writeCombined = true } }
+
 // NewPool returns a pool of be's host memory. limit caps the bytes
 // allocated; 0 means no cap.
-func NewPool(be Backend, limit int64) *Pool {
-	return &Pool{mem: hostMemory{be}, limit: limit, wake: make(chan struct{})}
+func NewPool(be Backend, limit int64, opts ...PoolOption) *Pool {
+	h := hostMemory{be: be}
+	for _, o := range opts {
+		o(&h)
+	}
+	return &Pool{mem: h, limit: limit, wake: make(chan struct{})}
 }
 
 // NewDevicePool returns a pool of g's device memory. limit caps the bytes

@@ -12,6 +12,7 @@
  *   TB_FAKE_COPY_DELAY_US=N  each async copy runs N µs after the previous op (default 200)
  *   TB_FAKE_JITTER=1         the delay varies per copy (0..2N), so streams finish out of order
  *   TB_FAKE_FAIL=name=code   the call `name` returns `code` (e.g. cudaMalloc=2)
+ *   TB_FAKE_NO_WC=1          cudaHostAlloc refuses cudaHostAllocWriteCombined (4) with 1
  */
 #include <errno.h>
 #include <pthread.h>
@@ -175,7 +176,9 @@ static int release(void *p) {
 }
 
 int cudaHostAlloc(void **p, size_t size, unsigned int flags) {
-	(void)flags;
+	if ((flags & 4) && env_int("TB_FAKE_NO_WC", 0)) {
+		return INVALID_VALUE;
+	}
 	return alloc(p, size, 4096, "cudaHostAlloc");
 }
 int cudaFreeHost(void *p) { return release(p); }
