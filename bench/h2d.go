@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -16,8 +15,6 @@ type h2dRow struct {
 	Bytes int     `json:"bytes"`
 	GBps  float64 `json:"gb_per_s"`
 }
-
-var errorsJoin = errors.Join
 
 // h2dTable measures host-to-device bandwidth of one batch's bytes when the
 // backend is a GPU: a plain cudaMemcpyAsync loop from pinned memory (the

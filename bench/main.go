@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -157,7 +158,7 @@ func run(o *options, out io.Writer) error {
 				rec, err := p.run(o, "efficiency", "fork", w, true, steady, 0)
 				after, err2 := p.plainRate(o)
 				rec.PlainPerCore = (before + after) / 2
-				return res.add(rec, errorsJoin(err, err2))
+				return res.add(rec, errors.Join(err, err2))
 			})
 		}
 		for _, m := range o.methods {

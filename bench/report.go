@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -174,7 +175,7 @@ func (r *results) write(dir string, w io.Writer) error {
 			ff(later(rec, false)), ff(rec.PeakRSSMB), ff(rec.CopiedPerBat), ff(rec.Efficiency)})
 	}
 	c.Flush()
-	if err := errorsJoin(c.Error(), f.Close()); err != nil {
+	if err := errors.Join(c.Error(), f.Close()); err != nil {
 		return err
 	}
 	files := []string{"results.json", "results.csv"}

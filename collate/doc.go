@@ -6,4 +6,10 @@
 // A Tensor never owns its memory: it is a view, valid as long as the buffer
 // it was taken from. Tensors are little-endian and dense (row-major, no
 // strides).
+//
+// The collation kernels (Gather, U8HWCToCHW, the half and bfloat16
+// conversions, PadStack, FillNormal and FillUniform) run in C on the
+// fastest path the CPU supports (AVX-512, AVX2, baseline; see Paths and
+// TENSORBATCH_KERNELS) and give the same bits as their plain Go reference
+// on every path. Destinations are named dst and come first.
 package collate
