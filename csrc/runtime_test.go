@@ -47,12 +47,12 @@ func TestFakeRuntimeCopiesCompleteLater(t *testing.T) {
 	for i := range host {
 		host[i] = byte(i * 31)
 	}
-	t.Setenv("TB_FAKE_COPY_DELAY_US", "20000")
+	t.Setenv("TB_FAKE_COPY_DELAY_US", "200000")
 	require.NoError(t, rt.CopyToDeviceAsync(dev, host, s))
 	require.NoError(t, rt.EventRecord(e, s))
 	done, err := rt.EventQuery(e)
 	require.NoError(t, err)
-	assert.False(t, done, "a 20 ms copy completed at once")
+	assert.False(t, done, "a 200 ms copy completed at once")
 	require.NoError(t, rt.EventSynchronize(e))
 	done, err = rt.EventQuery(e)
 	require.NoError(t, err)

@@ -338,11 +338,11 @@ func TestTimeoutNamesTheStuckSample(t *testing.T) {
 						<-ctx.Done()
 						return ctx.Err()
 					}
-					time.Sleep(300 * time.Millisecond) // ignores ctx
+					time.Sleep(time.Second) // ignores ctx
 				}
 				return fillIndex(ctx, s)
 			})
-			l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 3, Timeout: 20 * time.Millisecond})
+			l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 3, Timeout: 200 * time.Millisecond})
 			var numbers []int
 			var gotErr error
 			for b, err := range l.Epoch(context.Background(), 0) {

@@ -125,7 +125,7 @@ func copyOut(t *testing.T, g *pinned.GPU, b *pinned.Buffer, dev *pinned.Buffer, 
 func TestGPUPoolReusesHostBufferOnlyAfterItsCopy(t *testing.T) {
 	g := gpu(t)
 	rt := g.Runtime()
-	t.Setenv("TB_FAKE_COPY_DELAY_US", "30000")
+	t.Setenv("TB_FAKE_COPY_DELAY_US", "200000")
 	s, err := g.NewStream()
 	require.NoError(t, err)
 	defer rt.StreamDestroy(s)

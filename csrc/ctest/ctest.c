@@ -66,12 +66,12 @@ static void test_fake_runtime(const char *path) {
 	CHECK(rt.stream_create(&s, TB_STREAM_NON_BLOCKING) == 0, "stream");
 	CHECK(rt.event_create(&e1, TB_EVENT_DISABLE_TIMING) == 0, "event");
 	CHECK(rt.event_create(&e2, TB_EVENT_DISABLE_TIMING) == 0, "event");
-	setenv("TB_FAKE_COPY_DELAY_US", "20000", 1);
+	setenv("TB_FAKE_COPY_DELAY_US", "200000", 1);
 	CHECK(rt.memcpy_async(dev, host, N / 2, TB_MEMCPY_HOST_TO_DEVICE, s) == 0, "copy 1");
 	CHECK(rt.event_record(e1, s) == 0, "record 1");
 	CHECK(rt.memcpy_async(dev + N / 2, host + N / 2, N / 2, TB_MEMCPY_HOST_TO_DEVICE, s) == 0, "copy 2");
 	CHECK(rt.event_record(e2, s) == 0, "record 2");
-	CHECK(rt.event_query(e2) == TB_ERR_NOT_READY, "a 20 ms copy finished at once");
+	CHECK(rt.event_query(e2) == TB_ERR_NOT_READY, "a 200 ms copy finished at once");
 	CHECK(rt.event_synchronize(e2) == 0, "sync 2");
 	/* In-order stream: the later event done means the earlier one is. */
 	CHECK(rt.event_query(e1) == 0, "event 1 after event 2");
