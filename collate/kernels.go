@@ -162,58 +162,39 @@ func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) er
 	return nil
 }
 
-func checkLen(op string, dst, src int) {
-	if dst < src {
-		panic(fmt.Sprintf("collate: %s: dst holds %d values, src has %d", op, dst, src))
+// convert runs a conversion kernel: ref element by element on PathGo,
+// else the C kernel c.
+func convert[D, S any](op string, dst []D, src []S, ref func(S) D, c func(p csrc.Path, dst []D, src []S)) {
+	if len(dst) < len(src) {
+		panic(fmt.Sprintf("collate: %s: dst holds %d values, src has %d", op, len(dst), len(src)))
 	}
+	if active == PathGo {
+		for i, v := range src {
+			dst[i] = ref(v)
+		}
+		return
+	}
+	c(cpath(), dst, src)
 }
 
 // F32ToF16 converts src to half precision, rounding to nearest even.
 func F32ToF16(dst []F16, src []float32) {
-	checkLen("F32ToF16", len(dst), len(src))
-	if active == PathGo {
-		for i, v := range src {
-			dst[i] = f32ToF16(v)
-		}
-		return
-	}
-	csrc.F32ToF16(cpath(), u16(dst), src)
+	convert("F32ToF16", dst, src, f32ToF16, func(p csrc.Path, d []F16, s []float32) { csrc.F32ToF16(p, u16(d), s) })
 }
 
 // F16ToF32 converts half-precision src to float32 (exactly).
 func F16ToF32(dst []float32, src []F16) {
-	checkLen("F16ToF32", len(dst), len(src))
-	if active == PathGo {
-		for i, v := range src {
-			dst[i] = f16ToF32(v)
-		}
-		return
-	}
-	csrc.F16ToF32(cpath(), dst, u16(src))
+	convert("F16ToF32", dst, src, f16ToF32, func(p csrc.Path, d []float32, s []F16) { csrc.F16ToF32(p, d, u16(s)) })
 }
 
 // F32ToBF16 converts src to bfloat16, rounding to nearest even.
 func F32ToBF16(dst []BF16, src []float32) {
-	checkLen("F32ToBF16", len(dst), len(src))
-	if active == PathGo {
-		for i, v := range src {
-			dst[i] = f32ToBF16(v)
-		}
-		return
-	}
-	csrc.F32ToBF16(cpath(), u16(dst), src)
+	convert("F32ToBF16", dst, src, f32ToBF16, func(p csrc.Path, d []BF16, s []float32) { csrc.F32ToBF16(p, u16(d), s) })
 }
 
 // BF16ToF32 converts bfloat16 src to float32 (exactly).
 func BF16ToF32(dst []float32, src []BF16) {
-	checkLen("BF16ToF32", len(dst), len(src))
-	if active == PathGo {
-		for i, v := range src {
-			dst[i] = bf16ToF32(v)
-		}
-		return
-	}
-	csrc.BF16ToF32(cpath(), dst, u16(src))
+	convert("BF16ToF32", dst, src, bf16ToF32, func(p csrc.Path, d []float32, s []BF16) { csrc.BF16ToF32(p, d, u16(s)) })
 }
 
 // FillNormal fills dst with standard normal values from the Philox4x32-10
