@@ -60,6 +60,16 @@ type Config struct {
 	// cap (the window, Workers×PrefetchFactor, bounds it anyway).
 	MaxPinnedBytes int64
 
+	// Rank and WorldSize shard every epoch across the processes of a
+	// distributed job, which must share Seed: each rank loads every
+	// WorldSize-th sample of the common order, padded to an even split
+	// (or cut, with DropLast), as PyTorch's DistributedSampler. With
+	// WorldSize 0 they come from the launcher's environment (RANK and
+	// WORLD_SIZE, SLURM_PROCID and SLURM_NTASKS, OMPI_COMM_WORLD_RANK and
+	// OMPI_COMM_WORLD_SIZE, PMI_RANK and PMI_SIZE), else a single process.
+	// With a BatchSampler, whole batches are sharded.
+	Rank, WorldSize int
+
 	// WriteCombined allocates a GPU backend's batch buffers write-combined:
 	// faster host-to-device copies, but very slow for the CPU to read. Set
 	// it only when nothing reads the host batch (Fill writes it; gathers

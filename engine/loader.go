@@ -20,6 +20,7 @@ type Loader struct {
 	cfg    Config
 	bs     BatchSampler
 	sel    pinned.Selection
+	shard  Shard
 	gpu    *pinned.GPU  // nil on the cpu backend
 	pool   *pinned.Pool // host buffers
 	dpool  *pinned.Pool // device buffers; nil on the cpu backend
@@ -65,6 +66,13 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.checkPinned(layout); err != nil {
 		return nil, err
 	}
+	shard, err := cfg.shard()
+	if err != nil {
+		return nil, err
+	}
+	if shard.WorldSize > 1 {
+		slog.Info("tensorbatch: sharding epochs", "rank", shard.Rank, "world_size", shard.WorldSize, "from", shard.Source)
+	}
 	sel, err := pinned.Select(cfg.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("engine: Config.Backend: %w", err)
@@ -74,6 +82,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		cfg:    cfg,
 		bs:     cfg.BatchSampler,
 		sel:    sel,
+		shard:  shard,
 		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
 		logger: slog.Default(),
 		layout: layout,
@@ -102,10 +111,14 @@ func (l *Loader) Backend() pinned.Selection { return l.sel }
 // Config returns the loader's configuration with defaults filled in.
 func (l *Loader) Config() Config { return l.cfg }
 
+// Shard returns this process's rank and the world size epochs are
+// sharded over.
+func (l *Loader) Shard() Shard { return l.shard }
+
 // batchSampler returns the batch sampler for a dataset of n samples.
 func (l *Loader) batchSampler(n int) BatchSampler {
 	if l.bs != nil {
-		return l.bs
+		return shardedBatches{l.bs, l.shard}
 	}
 	s := l.cfg.Sampler
 	switch {
@@ -115,7 +128,7 @@ func (l *Loader) batchSampler(n int) BatchSampler {
 	default:
 		s = Sequential{N: n}
 	}
-	return Batched{Sampler: s, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
+	return Batched{Sampler: sharded{s, l.shard, l.cfg.DropLast}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
 }
 
 // Epoch returns the batches of epoch, in sampler order. Ranging over it
