@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,5 +152,28 @@ func TestWriteCombinedTensorsBatchesReachTheDevice(t *testing.T) {
 	for _, err := range l2.Epoch(context.Background(), 0) {
 		assert.ErrorContains(t, err, "engine: buffer for batch 0 of epoch 0: pinned: cuda write-combined host alloc")
 		break
+	}
+}
+
+// With Workers 0 the consumer's goroutine fills and copies; Close from
+// another goroutine must not pull its stream out from under it.
+func TestCloseDuringAnInlineGPUEpoch(t *testing.T) {
+	fakeGPU(t, 50, false)
+	for range 5 {
+		l, err := engine.New(engine.DatasetFunc(2000, indexSchema, fillIndex), engine.Config{BatchSize: 2, Backend: "cuda"})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			var last error
+			for _, err := range l.Epoch(context.Background(), 0) {
+				last = err
+			}
+			done <- last
+		}()
+		time.Sleep(5 * time.Millisecond)
+		require.NoError(t, l.Close())
+		assert.ErrorIs(t, <-done, engine.ErrClosed)
+		assert.Zero(t, l.Stats().Pool.Allocated)
+		assert.Zero(t, l.Stats().DevicePool.Allocated)
 	}
 }

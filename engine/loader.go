@@ -233,12 +233,14 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 // of the batches, at an error, at a break, or at ctx's cancellation. finish
 // then stops the run (its ctx is cancelled and waiting workers are woken),
 // waits until every worker has left it, and puts the buffers of batches
-// that were started but never taken back into the pool. Workers therefore
-// never touch a run's buffers after finish returns, and no batch buffer is
-// lost. Close stops the active run too, so that its workers leave it, ends
-// the persistent workers by closing their channels and waits for them, and
-// closes the pool: cached buffers are freed at once, and buffers still held
-// (a retained batch, the batch in a loop body, the run being finished) are
+// that were started but never taken back into the pool. With Workers 0 it
+// also ends the consumer's stream, which only the consumer's goroutine
+// touches. Workers therefore never touch a run's buffers after finish
+// returns, and no batch buffer is lost. Close stops the active run too, so
+// that its workers leave it, ends the persistent workers by closing their
+// channels and waits for them (each destroys its own stream), and closes
+// the pools: cached buffers are freed at once, and buffers still held (a
+// retained batch, the batch in a loop body, the run being finished) are
 // freed as they come back. Per-epoch workers are goroutines of one run and
 // end with it, so Close from inside a loop body cannot deadlock.
 
@@ -247,6 +249,11 @@ func (l *Loader) finish(r *run) {
 	r.stop(nil)
 	r.wg.Wait()
 	r.recycle()
+	if l.consumer != nil { // Workers 0: its stream ends here, on its own goroutine
+		if err := l.consumer.close(l); err != nil {
+			l.logger.Error("tensorbatch: ending the consumer's stream", "err", err)
+		}
+	}
 	l.mu.Lock()
 	l.active = nil
 	l.mu.Unlock()
@@ -290,11 +297,7 @@ func (l *Loader) Close() error {
 			close(w.runs)
 		}
 		l.wg.Wait()
-		var errs []error
-		if l.consumer != nil {
-			errs = append(errs, l.consumer.close(l))
-		}
-		errs = append(errs, l.pool.Close())
+		errs := []error{l.pool.Close()}
 		if l.dpool != nil {
 			errs = append(errs, l.dpool.Close())
 		}
