@@ -28,12 +28,14 @@ func withLengths(s collate.Schema) (collate.Schema, []dynField) {
 }
 
 // padBatch pads every Dynamic field of a filled batch of n samples to its
-// longest sample, one kernel call a field, and returns the longest lengths.
-func padBatch(layout *collate.Layout, dyn []dynField, buf []byte, n int) []int {
+// longest sample, one kernel call a field, and returns the longest lengths
+// and the bytes it moved (samples after the first move down unless every
+// sample has MaxLen rows).
+func padBatch(layout *collate.Layout, dyn []dynField, buf []byte, n int) (longest []int, moved int) {
 	if len(dyn) == 0 {
-		return nil
+		return nil, 0
 	}
-	longest := make([]int, len(dyn))
+	longest = make([]int, len(dyn))
 	for d, df := range dyn {
 		lens := collate.As[int64](layout.Batch(buf, df.lens, n))
 		for _, v := range lens {
@@ -41,6 +43,11 @@ func padBatch(layout *collate.Layout, dyn []dynField, buf []byte, n int) []int {
 		}
 		f := layout.Schema()[df.field]
 		collate.PadStack(layout.FieldBytes(buf, df.field), lens, f.MaxLen, longest[d], f.RowBytes(), df.pad)
+		if longest[d] < f.MaxLen {
+			for _, v := range lens[1:] {
+				moved += int(v) * f.RowBytes()
+			}
+		}
 	}
-	return longest
+	return longest, moved
 }

@@ -96,6 +96,7 @@ func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
 		for _, skipZero := range []bool{false, true} {
 			t.Run(fmt.Sprintf("workers=%d/skipzero=%v", workers, skipZero), func(t *testing.T) {
 				l := newLoader(t, engine.DatasetFunc(40, seqSchema, fillSeq), engine.Config{BatchSize: 6, Workers: workers, Shuffle: true, SkipZero: skipZero})
+				var moved int64
 				for epoch := range 2 {
 					for b, err := range l.Epoch(context.Background(), epoch) {
 						require.NoError(t, err)
@@ -110,6 +111,14 @@ func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
 						assert.Equal(t, []int{len(idx)}, b.Tensor("tokens_len").Shape())
 						tv, fv := collate.As[int32](tok), collate.As[float32](fr)
 						tl, fl := collate.As[int64](b.Tensor("tokens_len")), collate.As[int64](b.Tensor("frames_len"))
+						for r := 1; r < len(idx); r++ { // rows moved down by the pad-stack
+							if longTok < 10 {
+								moved += 4 * tl[r]
+							}
+							if longFr < 4 {
+								moved += 8 * fl[r]
+							}
+						}
 						for r, i := range idx {
 							require.Equal(t, int64(i%7), tl[r])
 							require.Equal(t, int64(min(i%5, 4)), fl[r])
@@ -130,6 +139,8 @@ func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
 						}
 					}
 				}
+				assert.Positive(t, moved)
+				assert.Equal(t, moved, l.Stats().BytesCopied, "pad-stack's moves are copies, and are counted")
 			})
 		}
 	}

@@ -275,7 +275,9 @@ func stackNote(stack []byte) string {
 // complete finishes batch k once its last sample is filled: the padding of
 // its Dynamic fields, then its copy to the device.
 func (r *run) complete(w *worker, p *pending, k int) {
-	p.longest = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
+	var moved int
+	p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
+	r.l.copied.Add(int64(moved))
 	if r.l.gpu != nil {
 		r.toDevice(w, p, k)
 	}
