@@ -535,6 +535,18 @@ AVX2 static void boxmuller_avx2(__m256i a, __m256i b, __m256 *z0, __m256 *z1) {
 	*z1 = _mm256_mul_ps(r, _mm256_xor_ps(s, sneg));
 }
 
+/* Stores 8 blocks: lane l of v0..v3 is block l's four values. */
+AVX2 static inline void store_blocks8_avx2(float *out, __m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+	__m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+	__m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+	__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+	__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+	_mm256_storeu_ps(out + 0, _mm256_permute2f128_ps(s0, s1, 0x20));
+	_mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(s2, s3, 0x20));
+	_mm256_storeu_ps(out + 16, _mm256_permute2f128_ps(s0, s1, 0x31));
+	_mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(s2, s3, 0x31));
+}
+
 /* 8 blocks from j: values in block order into out[32]. */
 AVX2 static void blocks8_avx2(float *out, uint64_t j, uint64_t key, uint64_t stream, int normal) {
 	__m256i lo = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -566,15 +578,99 @@ AVX2 static void blocks8_avx2(float *out, uint64_t j, uint64_t key, uint64_t str
 		v2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c2, 8)), scale);
 		v3 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c3, 8)), scale);
 	}
-	/* transpose: lane l of v0..v3 is block l's four values */
-	__m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
-	__m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
-	__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-	__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-	_mm256_storeu_ps(out + 0, _mm256_permute2f128_ps(s0, s1, 0x20));
-	_mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(s2, s3, 0x20));
-	_mm256_storeu_ps(out + 16, _mm256_permute2f128_ps(s0, s1, 0x31));
-	_mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(s2, s3, 0x31));
+	store_blocks8_avx2(out, v0, v1, v2, v3);
+}
+
+/* AVX-512: 16 blocks at a time, the same arithmetic in 16 lanes. */
+AVX512 static inline __m512i mulhi_avx512(__m512i a, __m512i m) {
+	__m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+	__m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+	return _mm512_mask_blend_epi32(0xaaaa, even, odd);
+}
+
+AVX512 static __m512 log_avx512(__m512 u) {
+	__m512i b = _mm512_castps_si512(u);
+	__m512i e = _mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(127));
+	__m512 m = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x3f800000)));
+	__mmask16 big = _mm512_cmp_ps_mask(m, _mm512_set1_ps(SQRT2F), _CMP_GT_OQ);
+	m = _mm512_mask_mul_ps(m, big, m, _mm512_set1_ps(0.5f));
+	e = _mm512_mask_add_epi32(e, big, e, _mm512_set1_epi32(1));
+	__m512 x = _mm512_sub_ps(m, _mm512_set1_ps(1.0f)), z = _mm512_mul_ps(x, x), ef = _mm512_cvtepi32_ps(e);
+	__m512 y = _mm512_set1_ps(LOG_P[0]);
+	for (int i = 1; i < 9; i++) {
+		y = _mm512_add_ps(_mm512_mul_ps(y, x), _mm512_set1_ps(LOG_P[i]));
+	}
+	y = _mm512_mul_ps(_mm512_mul_ps(y, x), z);
+	y = _mm512_add_ps(y, _mm512_mul_ps(_mm512_set1_ps(LN2_LO), ef));
+	y = _mm512_sub_ps(y, _mm512_mul_ps(_mm512_set1_ps(0.5f), z));
+	return _mm512_add_ps(_mm512_add_ps(x, y), _mm512_mul_ps(_mm512_set1_ps(LN2_HI), ef));
+}
+
+AVX512 static void boxmuller_avx512(__m512i a, __m512i b, __m512 *z0, __m512 *z1) {
+	const __m512 scale = _mm512_set1_ps(0x1p-24f);
+	__m512 u1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_srli_epi32(a, 8), _mm512_set1_epi32(1))), scale);
+	__m512 u2 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 8)), scale);
+	__m512 r = _mm512_sqrt_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), log_avx512(u1)));
+	__m512i k = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(u2, _mm512_set1_ps(4.0f)), _mm512_set1_ps(0.5f)));
+	__m512 f = _mm512_sub_ps(u2, _mm512_mul_ps(_mm512_cvtepi32_ps(k), _mm512_set1_ps(0.25f)));
+	__m512 x = _mm512_mul_ps(f, _mm512_set1_ps(TWO_PI)), z = _mm512_mul_ps(x, x);
+	__m512 sp = _mm512_mul_ps(_mm512_set1_ps(SIN_P[0]), z);
+	sp = _mm512_mul_ps(_mm512_add_ps(sp, _mm512_set1_ps(SIN_P[1])), z);
+	sp = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(sp, _mm512_set1_ps(SIN_P[2])), z), x);
+	__m512 sv = _mm512_add_ps(sp, x);
+	__m512 cp = _mm512_mul_ps(_mm512_set1_ps(COS_P[0]), z);
+	cp = _mm512_mul_ps(_mm512_add_ps(cp, _mm512_set1_ps(COS_P[1])), z);
+	cp = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(cp, _mm512_set1_ps(COS_P[2])), z), z);
+	cp = _mm512_sub_ps(cp, _mm512_mul_ps(_mm512_set1_ps(0.5f), z));
+	__m512 cv = _mm512_add_ps(cp, _mm512_set1_ps(1.0f));
+	__m512i q = _mm512_and_si512(k, _mm512_set1_epi32(3));
+	__mmask16 swap = _mm512_test_epi32_mask(q, _mm512_set1_epi32(1));
+	__m512 sn = _mm512_mask_blend_ps(swap, sv, cv), cn = _mm512_mask_blend_ps(swap, cv, sv);
+	__m512i hi = _mm512_srli_epi32(q, 1);
+	__m512i sneg = _mm512_slli_epi32(hi, 31);
+	__m512i cneg = _mm512_slli_epi32(_mm512_xor_si512(hi, _mm512_and_si512(q, _mm512_set1_epi32(1))), 31);
+	*z0 = _mm512_mul_ps(r, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(cn), cneg)));
+	*z1 = _mm512_mul_ps(r, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(sn), sneg)));
+}
+
+/* The upper 8 floats, with AVX512F alone (no DQ). */
+AVX512 static inline __m256 high256(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+/* 16 blocks from j: values in block order into out[64]. */
+AVX512 static void blocks16_avx512(float *out, uint64_t j, uint64_t key, uint64_t stream, int normal) {
+	__m512i base = _mm512_set1_epi32((int)(uint32_t)j);
+	__m512i lo = _mm512_add_epi32(base, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+	__mmask16 wrapped = _mm512_cmplt_epu32_mask(lo, base); /* the high word carries */
+	__m512i c0 = lo, c1 = _mm512_mask_add_epi32(_mm512_set1_epi32((int)(uint32_t)(j >> 32)), wrapped,
+						      _mm512_set1_epi32((int)(uint32_t)(j >> 32)), _mm512_set1_epi32(1));
+	__m512i c2 = _mm512_set1_epi32((int)(uint32_t)stream), c3 = _mm512_set1_epi32((int)(uint32_t)(stream >> 32));
+	__m512i k0 = _mm512_set1_epi32((int)(uint32_t)key), k1 = _mm512_set1_epi32((int)(uint32_t)(key >> 32));
+	const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+	for (int r = 0; r < 10; r++) {
+		__m512i hi0 = mulhi_avx512(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
+		__m512i hi1 = mulhi_avx512(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
+		c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), k0);
+		c1 = lo1;
+		c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), k1);
+		c3 = lo0;
+		k0 = _mm512_add_epi32(k0, _mm512_set1_epi32((int)PHILOX_W0));
+		k1 = _mm512_add_epi32(k1, _mm512_set1_epi32((int)PHILOX_W1));
+	}
+	__m512 v[4];
+	if (normal) {
+		boxmuller_avx512(c0, c1, &v[0], &v[1]);
+		boxmuller_avx512(c2, c3, &v[2], &v[3]);
+	} else {
+		const __m512 scale = _mm512_set1_ps(0x1p-24f);
+		__m512i c[4] = {c0, c1, c2, c3};
+		for (int i = 0; i < 4; i++) {
+			v[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(c[i], 8)), scale);
+		}
+	}
+	/* blocks 0-7 and 8-15: the AVX2 transpose on each half */
+	store_blocks8_avx2(out, _mm512_castps512_ps256(v[0]), _mm512_castps512_ps256(v[1]), _mm512_castps512_ps256(v[2]),
+			   _mm512_castps512_ps256(v[3]));
+	store_blocks8_avx2(out + 32, high256(v[0]), high256(v[1]), high256(v[2]), high256(v[3]));
 }
 
 #endif
@@ -583,6 +679,11 @@ void tb_philox_fill(int path, float *dst, size_t n, uint64_t key, uint64_t strea
 	size_t i = 0;
 	uint64_t j = first;
 #ifdef TB_X86
+	if (path == TB_PATH_AVX512) {
+		for (; i + 64 <= n; i += 64, j += 16) {
+			blocks16_avx512(dst + i, j, key, stream, normal);
+		}
+	}
 	if (path == TB_PATH_AVX2 || path == TB_PATH_AVX512) {
 		for (; i + 32 <= n; i += 32, j += 8) {
 			blocks8_avx2(dst + i, j, key, stream, normal);
