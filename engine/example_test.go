@@ -41,3 +41,59 @@ func ExampleLoader() {
 	// 1 [0 1 2 3] [4 2] [0 0] [0 1 0 1]
 	// 1 [4 5 6 7] [4 2] [4 0.4] [0 1 0 1]
 }
+
+// An in-memory dataset, as PyTorch's TensorDataset: rows of tensors that
+// share their first dimension, gathered into batches by one kernel call.
+func ExampleTensors() {
+	x, _ := collate.FromSlice([]float32{0, 0, 1, 1, 2, 2, 3, 3, 4, 4}, 5, 2)
+	y, _ := collate.FromSlice([]int64{10, 11, 12, 13, 14})
+	ds, err := engine.Tensors([]string{"x", "y"}, x, y)
+	if err != nil {
+		panic(err)
+	}
+	l, err := engine.New(ds, engine.Config{BatchSize: 2, Shuffle: true, Seed: 1, Backend: "cpu"})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(b.Indices(), collate.As[float32](b.Tensor("x")), collate.As[int64](b.Tensor("y")))
+	}
+	// Output:
+	// [1 3] [1 1 3 3] [11 13]
+	// [0 4] [0 0 4 4] [10 14]
+	// [2] [2 2] [12]
+}
+
+// A variable-length field: each sample writes its own number of rows with
+// Slot.Sequence, and the batch is padded to its longest sample, with the
+// lengths in "<name>_len".
+func ExampleSlot_Sequence() {
+	schema := collate.Schema{
+		{Name: "tokens", DType: collate.Int32, Shape: []int{collate.Dynamic}, MaxLen: 8, Pad: -1},
+	}
+	ds := engine.DatasetFunc(3, schema, func(ctx context.Context, s *engine.Slot) error {
+		toks := collate.As[int32](s.Sequence("tokens", s.Index()+1)) // 1, 2, 3 tokens
+		for i := range toks {
+			toks[i] = int32(10*s.Index() + i)
+		}
+		return nil
+	})
+	l, err := engine.New(ds, engine.Config{BatchSize: 3, Backend: "cpu"})
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			panic(err)
+		}
+		t := b.Tensor("tokens")
+		fmt.Println(t.Shape(), collate.As[int32](t), collate.As[int64](b.Tensor("tokens_len")))
+	}
+	// Output:
+	// [3 3] [0 -1 -1 10 11 -1 20 21 22] [1 2 3]
+}
