@@ -24,22 +24,27 @@ func BenchmarkClassicLoader(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer l.Close()
-			batches := 0
-			epoch := 0
-			for b.Loop() {
-				for _, err := range l.Epoch(context.Background(), epoch) {
-					if err != nil {
-						b.Fatal(err)
-					}
-					batches++
-				}
-				epoch++
-			}
+			batches := loopEpochs(b, l)
 			b.ReportMetric(float64(batches)/b.Elapsed().Seconds(), "batches/s")
 			b.ReportMetric(float64(l.Stats().BytesCopied)/float64(batches), "copiedB/batch")
 			b.SetBytes(int64(classic.Samples / classic.Batch * classic.Batch * classic.SampleBytes))
 		})
 	}
+}
+
+// loopEpochs runs one whole epoch per b.Loop iteration and returns the
+// batches delivered.
+func loopEpochs(b *testing.B, l *engine.Loader) int {
+	batches := 0
+	for epoch := 0; b.Loop(); epoch++ {
+		for _, err := range l.Epoch(context.Background(), epoch) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			batches++
+		}
+	}
+	return batches
 }
 
 // BenchmarkClassicPlainLoop does the same fills with no loader: one epoch's

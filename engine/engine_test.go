@@ -107,6 +107,18 @@ func TestEveryIndexOnceInSamplerOrder(t *testing.T) {
 	}
 }
 
+// untilError ranges over an epoch and returns the numbers of the batches
+// delivered before the first error, and that error.
+func untilError(l *engine.Loader, epoch int) (numbers []int, err error) {
+	for b, err := range l.Epoch(context.Background(), epoch) {
+		if err != nil {
+			return numbers, err
+		}
+		numbers = append(numbers, b.Number())
+	}
+	return numbers, nil
+}
+
 type sliceSampler []int
 
 func (s sliceSampler) Order(int) []int { return s }
@@ -253,15 +265,7 @@ func TestSampleErrorDeliveredAtItsPosition(t *testing.T) {
 				return fillIndex(ctx, s)
 			})
 			l := newLoader(t, ds, engine.Config{BatchSize: 10, Workers: workers})
-			var numbers []int
-			var gotErr error
-			for b, err := range l.Epoch(context.Background(), 3) {
-				if err != nil {
-					gotErr = err
-					break
-				}
-				numbers = append(numbers, b.Number())
-			}
+			numbers, gotErr := untilError(l, 3)
 			assert.Equal(t, []int{0, 1, 2, 3}, numbers, "the batches before the failing one come first")
 			var se *engine.SampleError
 			require.ErrorAs(t, gotErr, &se)
@@ -298,12 +302,7 @@ func TestPanicInFillBecomesSampleError(t *testing.T) {
 			return fillIndex(ctx, s)
 		})
 		l := newLoader(t, ds, engine.Config{BatchSize: 5, Workers: workers})
-		var err error
-		for _, err = range l.Epoch(context.Background(), 0) {
-			if err != nil {
-				break
-			}
-		}
+		_, err := untilError(l, 0)
 		var se *engine.SampleError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 13, se.Index)
@@ -343,15 +342,7 @@ func TestTimeoutNamesTheStuckSample(t *testing.T) {
 				return fillIndex(ctx, s)
 			})
 			l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 3, Timeout: 200 * time.Millisecond})
-			var numbers []int
-			var gotErr error
-			for b, err := range l.Epoch(context.Background(), 0) {
-				if err != nil {
-					gotErr = err
-					break
-				}
-				numbers = append(numbers, b.Number())
-			}
+			numbers, gotErr := untilError(l, 0)
 			assert.Equal(t, []int{0, 1, 2, 3, 4}, numbers)
 			var se *engine.SampleError
 			require.ErrorAs(t, gotErr, &se)

@@ -164,12 +164,7 @@ func TestDynamicFieldErrorsNameFieldAndIndex(t *testing.T) {
 				return fillSeq(ctx, s)
 			})
 			l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 2})
-			var err error
-			for _, err = range l.Epoch(context.Background(), 0) {
-				if err != nil {
-					break
-				}
-			}
+			_, err := untilError(l, 0)
 			var se *engine.SampleError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, 13, se.Index)
@@ -199,16 +194,7 @@ func BenchmarkTensorsLoader(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer l.Close()
-			batches, epoch := 0, 0
-			for b.Loop() {
-				for _, err := range l.Epoch(context.Background(), epoch) {
-					if err != nil {
-						b.Fatal(err)
-					}
-					batches++
-				}
-				epoch++
-			}
+			batches := loopEpochs(b, l)
 			b.SetBytes(int64(n * (3*64*64*4 + 8)))
 			b.ReportMetric(float64(batches)/b.Elapsed().Seconds(), "batches/s")
 		})

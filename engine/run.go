@@ -212,14 +212,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 			clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
 		}
 	}
-	timed := r.l.cfg.Timeout > 0
-	if timed {
-		w.begin(r, k, index)
-	}
-	err, stack := r.call(func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
-	if timed {
-		w.end()
-	}
+	err, stack := r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
 	r.l.samples.Add(1)
 	if err != nil {
 		r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err, Stack: stack})
@@ -239,14 +232,7 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 	if !r.l.cfg.SkipZero {
 		clear(b.buf)
 	}
-	timed := r.l.cfg.Timeout > 0
-	if timed {
-		w.begin(r, k, b.indices[0])
-	}
-	err, stack := r.call(func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) })
-	if timed {
-		w.end()
-	}
+	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) })
 	r.l.samples.Add(int64(len(b.indices)))
 	if err != nil {
 		var se *SampleError
@@ -317,10 +303,14 @@ func (r *run) toDevice(w *worker, p *pending, k int) {
 // errSampleDeadline is the cause of a per-sample ctx that ran past Timeout.
 var errSampleDeadline = errors.New("sample deadline")
 
-// call runs a fill, turning a panic into an error with its stack.
-func (r *run) call(fill func(ctx context.Context) error) (err error, stack []byte) {
+// call runs a fill of batch k from sample index on worker w, turning a
+// panic into an error with its stack. With a Timeout, the fill's ctx
+// expires and the worker tells the watchdog what it is filling.
+func (r *run) call(w *worker, k, index int, fill func(ctx context.Context) error) (err error, stack []byte) {
 	ctx := r.ctx
 	if t := r.l.cfg.Timeout; t > 0 {
+		w.begin(r, k, index)
+		defer w.end()
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t, errSampleDeadline)
 		defer cancel()
