@@ -10,6 +10,7 @@ package csrc
 #define P(x) ((void *)(uintptr_t)(x))
 static int rt_device_count(tb_runtime *rt, int *n) { return rt->get_device_count(n); }
 static int rt_set_device(tb_runtime *rt, int d) { return rt->set_device(d); }
+static int rt_device_synchronize(tb_runtime *rt) { return rt->device_synchronize(); }
 static int rt_host_alloc(tb_runtime *rt, void **p, size_t n, unsigned flags) { return rt->host_alloc(p, n, flags); }
 static int rt_host_free(tb_runtime *rt, uintptr_t p) { return rt->host_free(P(p)); }
 static int rt_malloc(tb_runtime *rt, uintptr_t *p, size_t n) {
@@ -19,14 +20,15 @@ static int rt_malloc(tb_runtime *rt, uintptr_t *p, size_t n) {
 	return err;
 }
 static int rt_free(tb_runtime *rt, uintptr_t p) { return rt->free(P(p)); }
-static int rt_stream_create(tb_runtime *rt, uintptr_t *s) {
+static int rt_stream_create(tb_runtime *rt, uintptr_t *s, unsigned flags) {
 	tb_stream_t q = NULL;
-	int err = rt->stream_create(&q, TB_STREAM_NON_BLOCKING);
+	int err = rt->stream_create(&q, flags);
 	*s = (uintptr_t)q;
 	return err;
 }
 static int rt_stream_destroy(tb_runtime *rt, uintptr_t s) { return rt->stream_destroy(P(s)); }
 static int rt_stream_synchronize(tb_runtime *rt, uintptr_t s) { return rt->stream_synchronize(P(s)); }
+static int rt_stream_wait_event(tb_runtime *rt, uintptr_t s, uintptr_t e) { return rt->stream_wait_event(P(s), P(e), 0); }
 static int rt_event_create(tb_runtime *rt, uintptr_t *e) {
 	tb_event_t q = NULL;
 	int err = rt->event_create(&q, TB_EVENT_DISABLE_TIMING);
@@ -76,8 +78,26 @@ func (k Kind) String() string {
 // Handles owned by the runtime.
 type (
 	DevicePtr uintptr // device memory
-	Stream    uintptr // a non-blocking stream
+	Stream    uintptr // a stream; 0 is LegacyStream
 	Event     uintptr // an event with timing disabled
+)
+
+// LegacyStream is the legacy default stream (stream 0, the NULL stream) of
+// the calling OS thread's current device; there is one per device. Work
+// queued on it starts after the work already queued on every blocking
+// stream of the device, and work queued afterwards on a blocking stream
+// starts after it; non-blocking streams do not synchronize with it. Code
+// compiled with per-thread default streams (nvcc --default-stream
+// per-thread) has its stream 0 mean its thread's default stream, which is a
+// blocking stream, so LegacyStream still orders after its work. The table
+// loads the plain entry points, so 0 passed here always means the legacy
+// stream.
+const LegacyStream Stream = 0
+
+// Stream creation flags (StreamCreateWithFlags).
+const (
+	StreamDefault     = C.TB_STREAM_DEFAULT      // a blocking stream: synchronizes with LegacyStream
+	StreamNonBlocking = C.TB_STREAM_NON_BLOCKING // does not synchronize with LegacyStream
 )
 
 // Status codes shared by CUDA and HIP.
@@ -86,6 +106,7 @@ const (
 	codeInsufficientDriver = C.TB_ERR_INSUFFICIENT_DRIVER
 	codeNoDevice           = C.TB_ERR_NO_DEVICE
 	codeInvalidDevice      = C.TB_ERR_INVALID_DEVICE
+	codeInvalidHandle      = C.TB_ERR_INVALID_HANDLE
 	codeNotReady           = C.TB_ERR_NOT_READY
 )
 
@@ -126,6 +147,7 @@ var names = map[int][2]string{
 	codeInsufficientDriver: {"ErrorInsufficientDriver", "driver version is insufficient for runtime version"},
 	codeNoDevice:           {"ErrorNoDevice", "no GPU device is detected"},
 	codeInvalidDevice:      {"ErrorInvalidDevice", "invalid device ordinal"},
+	codeInvalidHandle:      {"ErrorInvalidResourceHandle", "invalid resource handle"},
 	codeNotReady:           {"ErrorNotReady", "device not ready"},
 }
 
@@ -249,10 +271,19 @@ func (r *Runtime) Malloc(n int) (DevicePtr, error) {
 // Free frees device memory.
 func (r *Runtime) Free(p DevicePtr) error { return r.check("Free", C.rt_free(r.rt, C.uintptr_t(p))) }
 
-// StreamCreate returns a new non-blocking stream.
-func (r *Runtime) StreamCreate() (Stream, error) {
+// DeviceSynchronize waits for all work on the current device.
+func (r *Runtime) DeviceSynchronize() error {
+	return r.check("DeviceSynchronize", C.rt_device_synchronize(r.rt))
+}
+
+// StreamCreate returns a new non-blocking stream on the current device.
+func (r *Runtime) StreamCreate() (Stream, error) { return r.StreamCreateWithFlags(StreamNonBlocking) }
+
+// StreamCreateWithFlags returns a new stream on the current device (flags:
+// StreamDefault, StreamNonBlocking).
+func (r *Runtime) StreamCreateWithFlags(flags uint) (Stream, error) {
 	var s C.uintptr_t
-	err := r.check("StreamCreateWithFlags", C.rt_stream_create(r.rt, &s))
+	err := r.check("StreamCreateWithFlags", C.rt_stream_create(r.rt, &s, C.unsigned(flags)))
 	return Stream(s), err
 }
 
@@ -264,6 +295,14 @@ func (r *Runtime) StreamDestroy(s Stream) error {
 // StreamSynchronize waits for all work on s.
 func (r *Runtime) StreamSynchronize(s Stream) error {
 	return r.check("StreamSynchronize", C.rt_stream_synchronize(r.rt, C.uintptr_t(s)))
+}
+
+// StreamWaitEvent makes the work queued on s from now on wait, on the
+// device, for the work that e's last record captured; the host does not
+// wait. A later record of e does not change what s waits for; an event
+// never recorded is no wait. s and e may belong to different devices.
+func (r *Runtime) StreamWaitEvent(s Stream, e Event) error {
+	return r.check("StreamWaitEvent", C.rt_stream_wait_event(r.rt, C.uintptr_t(s), C.uintptr_t(e)))
 }
 
 // EventCreate returns a new event with timing disabled.
@@ -278,7 +317,8 @@ func (r *Runtime) EventDestroy(e Event) error {
 	return r.check("EventDestroy", C.rt_event_destroy(r.rt, C.uintptr_t(e)))
 }
 
-// EventRecord records e after the work queued on s so far.
+// EventRecord records e after the work queued on s so far. e and s must
+// belong to the same device; for LegacyStream that is the current device.
 func (r *Runtime) EventRecord(e Event, s Stream) error {
 	return r.check("EventRecord", C.rt_event_record(r.rt, C.uintptr_t(e), C.uintptr_t(s)))
 }

@@ -13,8 +13,11 @@
 #include <stddef.h>
 
 /* The ABI types of the runtime APIs. Error codes and memcpy kinds are C
- * enums (int-sized), streams and events opaque struct pointers. hipcheck.c
- * defines TB_RUNTIME_TYPES and the real types instead. */
+ * enums (int-sized), streams and events opaque struct pointers; stream NULL
+ * is the legacy default stream of the calling thread's current device (the
+ * entry points loaded here are never the per-thread-default-stream _ptsz
+ * variants). hipcheck.c defines TB_RUNTIME_TYPES and the real types
+ * instead. */
 #ifndef TB_RUNTIME_TYPES
 typedef int tb_err_t;
 typedef int tb_memcpy_kind_t;
@@ -29,9 +32,11 @@ enum {
 	TB_ERR_INSUFFICIENT_DRIVER = 35, /* CUDA: no driver */
 	TB_ERR_NO_DEVICE = 100,
 	TB_ERR_INVALID_DEVICE = 101,
+	TB_ERR_INVALID_HANDLE = 400, /* CUDA: cudaErrorInvalidResourceHandle */
 	TB_ERR_NOT_READY = 600,
 	TB_HOST_ALLOC_PORTABLE = 0x1,
 	TB_HOST_ALLOC_WRITE_COMBINED = 0x4,
+	TB_STREAM_DEFAULT = 0x0, /* blocking: synchronizes with the legacy default stream */
 	TB_STREAM_NON_BLOCKING = 0x1,
 	TB_EVENT_DISABLE_TIMING = 0x2,
 	TB_MEMCPY_HOST_TO_DEVICE = 1,
@@ -42,6 +47,7 @@ enum {
 #define TB_RUNTIME_API(X)                                                                   \
 	X(get_device_count, cudaGetDeviceCount, hipGetDeviceCount, (int *count))                \
 	X(set_device, cudaSetDevice, hipSetDevice, (int device))                                \
+	X(device_synchronize, cudaDeviceSynchronize, hipDeviceSynchronize, (void))              \
 	X(host_alloc, cudaHostAlloc, hipHostMalloc, (void **ptr, size_t size, unsigned int flags)) \
 	X(host_free, cudaFreeHost, hipHostFree, (void *ptr))                                    \
 	X(malloc, cudaMalloc, hipMalloc, (void **ptr, size_t size))                             \
@@ -50,6 +56,8 @@ enum {
 	  (tb_stream_t * stream, unsigned int flags))                                           \
 	X(stream_destroy, cudaStreamDestroy, hipStreamDestroy, (tb_stream_t stream))            \
 	X(stream_synchronize, cudaStreamSynchronize, hipStreamSynchronize, (tb_stream_t stream)) \
+	X(stream_wait_event, cudaStreamWaitEvent, hipStreamWaitEvent,                           \
+	  (tb_stream_t stream, tb_event_t event, unsigned int flags))                           \
 	X(event_create, cudaEventCreateWithFlags, hipEventCreateWithFlags,                      \
 	  (tb_event_t * event, unsigned int flags))                                             \
 	X(event_destroy, cudaEventDestroy, hipEventDestroy, (tb_event_t event))                 \

@@ -3,10 +3,9 @@ package engine
 import (
 	"fmt"
 	"slices"
-	"sync/atomic"
+	"sync"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -22,8 +21,26 @@ type Batch struct {
 	buf     *pinned.Buffer
 	longest []int          // the padded length of each Dynamic field
 	dev     *pinned.Buffer // the device copy; nil on the cpu backend
-	stream  csrc.Stream
-	refs    atomic.Int32
+	stream  pinned.Stream  // the stream the copy was issued on
+
+	mu      sync.Mutex
+	inLoop  bool            // the range loop's reference, dropped when the body returns
+	retains int             // references taken by Retain and not yet Released
+	streams []pinned.Stream // named by RecordStream
+}
+
+// live panics unless the batch is still referenced. Called with b.mu held.
+func (b *Batch) live(what string) {
+	if !b.inLoop && b.retains == 0 {
+		panic(fmt.Sprintf("engine: %s on batch %d of epoch %d after its last Release: its buffers may hold another batch", what, b.number, b.epoch))
+	}
+}
+
+// check panics unless the batch is still referenced.
+func (b *Batch) check(what string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.live(what)
 }
 
 // Len returns the number of samples.
@@ -44,9 +61,7 @@ func (b *Batch) Number() int { return b.number }
 // "<name>_len". It panics when there is no such field or the batch was
 // released.
 func (b *Batch) Tensor(name string) collate.Tensor {
-	if b.refs.Load() <= 0 {
-		panic(fmt.Sprintf("engine: Tensor(%q) on batch %d of epoch %d after its Release", name, b.number, b.epoch))
-	}
+	b.check(fmt.Sprintf("Tensor(%q)", name))
 	i := b.layout.Schema().Index(name)
 	if i < 0 {
 		panic(fmt.Sprintf("engine: Batch.Tensor(%q): no such field; the schema has %q", name, b.layout.Schema().Names()))
@@ -98,11 +113,15 @@ func (b *Batch) Event() uintptr {
 	if b.dev == nil {
 		return 0
 	}
+	b.check("Event")
 	return uintptr(b.buf.Event())
 }
 
 // Stream returns the stream (cudaStream_t / hipStream_t) the copy was
-// issued on, or 0 on the cpu backend. Work queued on it runs after the copy.
+// issued on, or 0 on the cpu backend. Work queued on it runs after the
+// copy, but is not covered by the release protocol (see RecordStream):
+// queue your work on your own stream, named in Config.Stream or by
+// RecordStream, after waiting on Event.
 func (b *Batch) Stream() uintptr { return uintptr(b.stream) }
 
 // WaitDevice blocks until the batch's device copy has completed. It returns
@@ -111,25 +130,64 @@ func (b *Batch) WaitDevice() error {
 	if b.dev == nil {
 		return nil
 	}
-	return b.l.gpu.Runtime().EventSynchronize(b.buf.Event())
+	b.check("WaitDevice")
+	return b.l.gpu.WaitEvent(b.buf.Event())
+}
+
+// RecordStream says that work queued on stream (a cudaStream_t or
+// hipStream_t of the loader's device) reads this batch's device memory, as
+// PyTorch's Tensor.record_stream does. When the batch is released, the
+// loader records an event on every stream named here and on Config.Stream,
+// and the next copy into the device buffer waits for those events on its
+// copy stream, without blocking the host. With no stream named at all, the
+// event is recorded on the legacy default stream, which covers work on
+// blocking streams only. Call it before the last Release; it does nothing
+// on the cpu backend.
+func (b *Batch) RecordStream(stream uintptr) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.live("RecordStream")
+	b.streams = append(b.streams, pinned.Stream(stream))
 }
 
 // Retain keeps the batch valid after the loop body returns, until a
-// matching Release. Each Retain needs one Release.
+// matching Release. Each Retain needs one Release. It panics after the
+// batch's last Release: the buffers may already hold another batch.
 func (b *Batch) Retain() {
-	if b.refs.Add(1) <= 1 {
-		panic(fmt.Sprintf("engine: Retain on batch %d of epoch %d after its Release", b.number, b.epoch))
-	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.live("Retain")
+	b.retains++
 }
 
-// Release drops a reference taken by Retain. The batch's buffer goes back
-// to the pool when the last reference is dropped; the loop drops its own
-// when the body returns.
+// Release drops a reference taken by Retain. The batch's buffers go back
+// to the pool when the last reference is dropped (the loop drops its own
+// when the body returns). A Release without a matching Retain panics, and
+// touches nothing.
 func (b *Batch) Release() {
-	switch n := b.refs.Add(-1); {
-	case n == 0:
-		b.l.recycle(b.buf, b.dev)
-	case n < 0:
+	b.mu.Lock()
+	if b.retains == 0 {
+		b.mu.Unlock()
 		panic(fmt.Sprintf("engine: Release on batch %d of epoch %d without a matching Retain", b.number, b.epoch))
+	}
+	b.retains--
+	b.drop()
+}
+
+// endLoop drops the range loop's reference when the body returns.
+func (b *Batch) endLoop() {
+	b.mu.Lock()
+	b.inLoop = false
+	b.drop()
+}
+
+// drop recycles the buffers once no reference is left. Called with b.mu
+// held; unlocks it.
+func (b *Batch) drop() {
+	last := !b.inLoop && b.retains == 0
+	streams := b.streams
+	b.mu.Unlock()
+	if last {
+		b.l.release(b.buf, b.dev, streams)
 	}
 }

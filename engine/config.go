@@ -40,8 +40,12 @@ type Config struct {
 	RestartWorkers bool
 	// Timeout, when positive, bounds each sample's Fill: the ctx given to
 	// Fill expires, and a Fill that ignores it is reported as a SampleError
-	// wrapping ErrTimeout that names the stuck index. With Workers 0 only
-	// the ctx deadline applies.
+	// wrapping ErrTimeout that names the stuck index. The epoch then ends
+	// with that error, and the worker stuck in the Fill is abandoned (left
+	// running until its Fill returns, with the batch buffer it writes
+	// leaked; Stats.Abandoned and Stats.LeakedBytes count them), so neither
+	// the range loop nor Close hangs. With Workers 0 only the ctx deadline
+	// applies.
 	Timeout time.Duration
 
 	// Sampler replaces the sequential or shuffled order. Not with Shuffle or
@@ -55,19 +59,26 @@ type Config struct {
 	// left them instead of zeroing them before Fill. Set it only when Fill
 	// writes every byte of every field.
 	SkipZero bool
-	// MaxPinnedBytes caps the pinned host memory of batch buffers; when
-	// reached, workers wait for the consumer to release batches. 0 means no
-	// cap (the window, Workers×PrefetchFactor, bounds it anyway).
+	// MaxPinnedBytes caps the pinned host memory of batch buffers and, on a
+	// GPU backend, the device memory of their copies; when reached, workers
+	// wait for the consumer to release batches. 0 means no cap: the window
+	// bounds it anyway, at Workers×PrefetchFactor batches in flight plus
+	// the batches the consumer holds.
 	MaxPinnedBytes int64
 
 	// Rank and WorldSize shard every epoch across the processes of a
 	// distributed job, which must share Seed: each rank loads every
 	// WorldSize-th sample of the common order, padded to an even split
 	// (or cut, with DropLast), as PyTorch's DistributedSampler. With
-	// WorldSize 0 they come from the launcher's environment (RANK and
-	// WORLD_SIZE, SLURM_PROCID and SLURM_NTASKS, OMPI_COMM_WORLD_RANK and
-	// OMPI_COMM_WORLD_SIZE, PMI_RANK and PMI_SIZE), else a single process.
-	// With a BatchSampler, whole batches are sharded.
+	// WorldSize 0 they come from the environment of the launcher that
+	// started the process, the innermost when launchers nest (torchrun's
+	// RANK and WORLD_SIZE, then Open MPI's OMPI_COMM_WORLD_RANK and
+	// OMPI_COMM_WORLD_SIZE, then MPICH's and Intel MPI's PMI_RANK and
+	// PMI_SIZE, then Slurm's SLURM_PROCID and SLURM_NTASKS), else a single
+	// process. The local rank, which picks the GPU when Backend names no
+	// device, always comes from the launcher, preferably the same one.
+	// Loader.Shard says where each came from. With a BatchSampler, whole
+	// batches are sharded.
 	Rank, WorldSize int
 
 	// WriteCombined allocates a GPU backend's batch buffers write-combined:
@@ -76,9 +87,21 @@ type Config struct {
 	// into it use streaming stores). Ignored on the cpu backend.
 	WriteCombined bool
 
+	// Stream is the consumer's stream (a cudaStream_t or hipStream_t of the
+	// loader's device), for every batch: when a batch is released, the
+	// loader records an event on it, and the next copy into that batch's
+	// device buffer waits for the event on its copy stream, so the buffer
+	// is never overwritten under work queued on Stream before the release
+	// (PyTorch's record_stream). Batch.RecordStream names more streams for
+	// one batch. With none named, the event is recorded on the legacy
+	// default stream, which covers work on blocking streams only (not on
+	// non-blocking streams, nor per-thread default streams). Ignored on the
+	// cpu backend.
+	Stream uintptr
+
 	// Backend picks where batches go: "auto" (HIP, then CUDA, else cpu),
 	// "hip", "cuda" or "cpu", optionally with a device ordinal ("cuda:1";
-	// without one, $LOCAL_RANK, else 0). Empty means $TENSORBATCH_BACKEND,
+	// without one, the launcher's local rank (see Rank), else 0). Empty means $TENSORBATCH_BACKEND,
 	// else auto. With a GPU backend every batch is also copied to device
 	// memory (Batch.DeviceTensor).
 	Backend string

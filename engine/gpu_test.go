@@ -14,12 +14,16 @@ import (
 	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
+	"github.com/tensorbatch/tensorbatch/internal/launch"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
 // fakeGPU makes Backend "cuda" load the fake runtime, whose copies run
 // delayUS µs late on their stream's thread.
 func fakeGPU(t *testing.T, delayUS int, jitter bool) {
+	for _, v := range launch.Vars() { // a launcher's local rank would pick another device
+		t.Setenv(v, "")
+	}
 	t.Setenv(pinned.EnvCUDALib, fakecudart.Path(t))
 	t.Setenv("TB_FAKE_COPY_DELAY_US", fmt.Sprint(delayUS))
 	if jitter {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math/big"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/pinned"
@@ -39,6 +41,7 @@ type Loader struct {
 	closeErr  error
 
 	batches, samples, copied, toDevice atomic.Int64
+	abandoned, leaked                  atomic.Int64
 }
 
 // New returns a loader of ds configured by cfg. An invalid config gives an
@@ -55,13 +58,13 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := schema.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: Dataset.Schema: %w", err)
 	}
-	if n := ds.Len(); n < 0 {
-		return nil, fmt.Errorf("engine: Dataset.Len is %d, want >= 0", n)
+	if _, err := datasetLen(ds); err != nil {
+		return nil, err
 	}
 	full, dyn := withLengths(schema)
-	layout, err := collate.NewLayout(full, cfg.BatchSize)
+	layout, err := newLayout(full, cfg.BatchSize)
 	if err != nil {
-		return nil, fmt.Errorf("engine: Dataset.Schema with its length fields: %w", err)
+		return nil, err
 	}
 	if err := cfg.checkPinned(layout); err != nil {
 		return nil, err
@@ -71,7 +74,8 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		return nil, err
 	}
 	if shard.WorldSize > 1 {
-		slog.Info("tensorbatch: sharding epochs", "rank", shard.Rank, "world_size", shard.WorldSize, "from", shard.Source)
+		slog.Info("tensorbatch: sharding epochs", "rank", shard.Rank, "world_size", shard.WorldSize, "from", shard.Source,
+			"local_rank", shard.LocalRank, "local_from", shard.LocalSource)
 	}
 	sel, err := pinned.Select(cfg.Backend)
 	if err != nil {
@@ -90,7 +94,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	}
 	if g, ok := sel.Backend.(*pinned.GPU); ok {
 		l.gpu = g
-		l.dpool = pinned.NewDevicePool(g, 0)
+		l.dpool = pinned.NewDevicePool(g, cfg.MaxPinnedBytes)
 	}
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
@@ -160,7 +164,7 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 // yieldBatch hands b to the loop body and drops the loop's reference when
 // the body returns, even by panic.
 func yieldBatch(yield func(*Batch, error) bool, b *Batch) bool {
-	defer b.Release()
+	defer b.endLoop()
 	return yield(b, nil)
 }
 
@@ -180,9 +184,8 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	case l.active != nil:
 		return nil, ErrBusy
 	}
-	n := l.ds.Len()
-	batches := l.batchSampler(n).Batches(epoch)
-	if err := checkBatches(batches, n); err != nil {
+	batches, err := l.epochBatches(epoch)
+	if err != nil {
 		return nil, err
 	}
 	capacity := 0
@@ -190,14 +193,19 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		capacity = max(capacity, len(b))
 	}
 	if capacity > l.layout.Cap() {
-		layout, err := collate.NewLayout(l.layout.Schema(), capacity)
+		layout, err := newLayout(l.layout.Schema(), capacity)
 		if err != nil {
-			return nil, fmt.Errorf("engine: batch of %d samples: %w", capacity, err)
+			return nil, fmt.Errorf("engine: epoch %d has a batch of %d samples: %w", epoch, capacity, err)
 		}
 		if err := l.cfg.checkPinned(layout); err != nil {
 			return nil, err
 		}
 		l.layout = layout
+	}
+	for i, w := range l.workers {
+		if w.gone() { // abandoned in a stuck Fill: a new worker takes its place
+			l.workers[i] = l.startWorker(i)
+		}
 	}
 	workers := l.workers
 	if l.cfg.Workers > 0 && workers == nil {
@@ -206,12 +214,10 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 			workers[i] = newWorker(i, l.cfg.Seed)
 		}
 		if !l.cfg.RestartWorkers {
-			l.workers = workers
-			for _, w := range workers {
-				w.runs = make(chan *run, 1)
-				l.wg.Add(1)
-				go w.loop(l)
+			for i := range workers {
+				workers[i] = l.startWorker(i)
 			}
+			l.workers = workers
 		}
 	}
 	r := newRun(ctx, l, epoch, batches, workers)
@@ -225,6 +231,69 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	}
 	l.active = r
 	return r, nil
+}
+
+// startWorker starts persistent worker id. Called with l.mu held.
+func (l *Loader) startWorker(id int) *worker {
+	w := newWorker(id, l.cfg.Seed)
+	w.runs = make(chan *run, 1)
+	l.wg.Add(1)
+	go w.loop(l)
+	return w
+}
+
+// maxSamples bounds Dataset.Len: the epoch's order is materialized, 8
+// bytes a sample.
+const maxSamples = 1 << 34
+
+// datasetLen calls ds.Len and checks the result.
+func datasetLen(ds Dataset) (n int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("engine: Dataset.Len: %w", panicError(v))
+		}
+	}()
+	switch n = ds.Len(); {
+	case n < 0:
+		return 0, fmt.Errorf("engine: Dataset.Len is %d, want >= 0", n)
+	case n > maxSamples:
+		return 0, fmt.Errorf("engine: Dataset.Len is %d, more than the %d samples an epoch's order can hold", n, maxSamples)
+	}
+	return n, nil
+}
+
+// epochBatches returns the batches of epoch from the dataset's length at
+// this epoch, checked, with a panic of a sampler turned into an error.
+func (l *Loader) epochBatches(epoch int) (batches [][]int, err error) {
+	n, err := datasetLen(l.ds)
+	if err != nil {
+		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("engine: the sampler of epoch %d over %d samples: %w", epoch, n, panicError(v))
+		}
+	}()
+	batches = l.batchSampler(n).Batches(epoch)
+	if err := checkBatches(batches, n); err != nil {
+		return nil, err
+	}
+	return batches, nil
+}
+
+// newLayout lays out batches of size samples; a batch too large to address
+// is an error that names BatchSize and the bytes it would take.
+func newLayout(s collate.Schema, size int) (*collate.Layout, error) {
+	layout, err := collate.NewLayout(s, size)
+	if err == nil {
+		return layout, nil
+	}
+	sample := new(big.Int)
+	for _, f := range s {
+		sample.Add(sample, big.NewInt(int64(f.Bytes())))
+	}
+	total := new(big.Int).Mul(sample, big.NewInt(int64(size)))
+	return nil, configError("BatchSize", "%d samples of %d bytes is %s bytes a batch, more than a buffer can address: %v", size, sample, total, err)
 }
 
 // NOTE [shutdown]
@@ -243,11 +312,20 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 // retained batch, the batch in a loop body, the run being finished) are
 // freed as they come back. Per-epoch workers are goroutines of one run and
 // end with it, so Close from inside a loop body cannot deadlock.
+//
+// A Fill that ignores its ctx would make both waits hang. With a Timeout,
+// finish and Close abandon a worker once its Fill has run longer than
+// Timeout (worker.abandon): it is counted done in the run (and, if
+// persistent, in the loader), and the buffer of its batch is marked leaked,
+// so recycle skips it and the pool never reuses or frees it. The abandoned
+// goroutine ends on its own when its Fill returns, touching nothing; a new
+// persistent worker takes its place at the next epoch. Without a Timeout
+// there is no telling a stuck Fill from a slow one, and the waits wait.
 
 // finish ends run r; see NOTE [shutdown].
 func (l *Loader) finish(r *run) {
 	r.stop(nil)
-	r.wg.Wait()
+	l.await(&r.wg, r.workers)
 	r.recycle()
 	if l.consumer != nil { // Workers 0: its stream ends here, on its own goroutine
 		if err := l.consumer.close(l); err != nil {
@@ -257,6 +335,26 @@ func (l *Loader) finish(r *run) {
 	l.mu.Lock()
 	l.active = nil
 	l.mu.Unlock()
+}
+
+// release recycles the buffers of a delivered batch. On a GPU backend it
+// first records the consumer's use of the device buffer on the streams
+// named for the batch (Config.Stream, Batch.RecordStream), or on the legacy
+// default stream when none is, so that the next copy into it waits for
+// that work.
+func (l *Loader) release(host, dev *pinned.Buffer, streams []pinned.Stream) {
+	if dev != nil {
+		if l.cfg.Stream != 0 {
+			streams = append(streams, pinned.Stream(l.cfg.Stream))
+		}
+		if len(streams) == 0 {
+			streams = []pinned.Stream{pinned.LegacyStream}
+		}
+		if err := l.gpu.RecordUse(dev, streams...); err != nil {
+			l.logger.Error("tensorbatch: recording the consumer's streams on a device buffer", "err", err)
+		}
+	}
+	l.recycle(host, dev)
 }
 
 // recycle puts a batch's buffers back into their pools. With a GPU backend
@@ -269,6 +367,35 @@ func (l *Loader) recycle(host, dev *pinned.Buffer) {
 	}
 	if err != nil {
 		l.logger.Error("tensorbatch: freeing a batch buffer", "err", err)
+	}
+}
+
+// await waits for wg, the workers inside a run or the live persistent
+// workers. With a Timeout, a worker stuck in one Fill for longer is
+// abandoned (which counts it done), so a Fill that ignores its ctx cannot
+// hang the consumer or Close; see NOTE [shutdown].
+func (l *Loader) await(wg *sync.WaitGroup, workers []*worker) {
+	t := l.cfg.Timeout
+	if t <= 0 || len(workers) == 0 {
+		wg.Wait()
+		return
+	}
+	done := make(chan struct{})
+	go func() { // ends once every worker is done or abandoned
+		wg.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(max(t/8, time.Millisecond))
+	defer tick.Stop()
+	for {
+		for _, w := range workers {
+			w.abandon(l)
+		}
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
 	}
 }
 
@@ -296,7 +423,7 @@ func (l *Loader) Close() error {
 		for _, w := range workers {
 			close(w.runs)
 		}
-		l.wg.Wait()
+		l.await(&l.wg, workers)
 		errs := []error{l.pool.Close()}
 		if l.dpool != nil {
 			errs = append(errs, l.dpool.Close())
@@ -314,6 +441,13 @@ type Stats struct {
 	BytesToDevice int64 // bytes copied host to device
 	Pool          pinned.PoolStats
 	DevicePool    pinned.PoolStats // zero on the cpu backend
+	// Abandoned counts worker goroutines left behind in a Fill that ran
+	// past Timeout and ignored its ctx; each still runs until its Fill
+	// returns, then ends without touching anything.
+	Abandoned int64
+	// LeakedBytes is the pinned memory of the batches those workers were
+	// filling: never reused nor freed, since they may still write it.
+	LeakedBytes int64
 }
 
 // Stats returns the loader's counters.
@@ -324,6 +458,8 @@ func (l *Loader) Stats() Stats {
 		BytesCopied:   l.copied.Load(),
 		BytesToDevice: l.toDevice.Load(),
 		Pool:          l.pool.Stats(),
+		Abandoned:     l.abandoned.Load(),
+		LeakedBytes:   l.leaked.Load(),
 	}
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -51,9 +50,10 @@ type pending struct {
 	buf      *pinned.Buffer
 	longest  []int          // each Dynamic field's longest sample, once complete
 	dev      *pinned.Buffer // its device copy; nil on the cpu backend
-	stream   csrc.Stream    // the stream the copy was issued on
+	stream   pinned.Stream  // the stream the copy was issued on
 	left     atomic.Int32   // samples not yet filled
 	complete bool           // guarded by run.mu
+	leaked   bool           // an abandoned worker may still write buf; guarded by run.mu
 	err      error          // a *SampleError at the lowest position, or the copy's error; guarded by run.mu
 	errPos   int
 }
@@ -72,8 +72,10 @@ func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers 
 	r.bf, _ = l.ds.(BatchFiller)
 	r.cond = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
-	// Wake claimers in cond.Wait when the caller's ctx is done.
-	r.unwatch = context.AfterFunc(ctx, func() { r.stop(context.Cause(ctx)) })
+	// Wake claimers in cond.Wait when the caller's ctx is done. The
+	// callback may run at once, even before AfterFunc returns: it touches
+	// only what is set above, never r.unwatch.
+	r.unwatch = context.AfterFunc(ctx, func() { r.halt(context.Cause(ctx)) })
 	return r
 }
 
@@ -84,9 +86,15 @@ func (r *run) notify() {
 	r.changed = make(chan struct{})
 }
 
-// stop ends the run with cause (nil: it ended normally or was abandoned).
+// stop ends the run with cause (nil: it ended normally or was abandoned)
+// and stops watching the caller's ctx.
 func (r *run) stop(cause error) {
 	r.unwatch()
+	r.halt(cause)
+}
+
+// halt cancels the run's ctx with cause and wakes everyone waiting on it.
+func (r *run) halt(cause error) {
 	r.cancel(cause)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,11 +176,11 @@ func (r *run) startBatch(k int) bool {
 	return true
 }
 
-// work fills samples until there is nothing to claim. Workers yield after
-// each sample: a Fill that never blocks has no scheduling point, and with
-// more workers than GOMAXPROCS the consumer, woken from its training step,
-// would otherwise wait for a preemption (10 ms) before it could take the
-// next batch.
+// work fills samples until there is nothing to claim, or until w is
+// abandoned. Workers yield after each sample: a Fill that never blocks has
+// no scheduling point, and with more workers than GOMAXPROCS the consumer,
+// woken from its training step, would otherwise wait for a preemption
+// (10 ms) before it could take the next batch.
 func (r *run) work(w *worker, block bool) {
 	for {
 		p, k, pos, index, ok := r.claim(block)
@@ -184,6 +192,9 @@ func (r *run) work(w *worker, block bool) {
 		} else {
 			r.fill(w, p, k, pos, index)
 		}
+		if w.gone() {
+			return
+		}
 		if block {
 			runtime.Gosched()
 		}
@@ -192,10 +203,10 @@ func (r *run) work(w *worker, block bool) {
 
 // workOnce is the life of a per-epoch worker (Config.RestartWorkers).
 func (r *run) workOnce(w *worker) {
-	defer r.wg.Done()
 	r.work(w, true)
-	if err := w.close(r.l); err != nil {
-		r.l.logger.Error("tensorbatch: ending a worker", "err", err)
+	w.exit(r.l)
+	if !w.gone() {
+		r.wg.Done()
 	}
 }
 
@@ -213,16 +224,18 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		}
 	}
 	err, stack := r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
+	if w.gone() { // the run is over and p's buffer is leaked: touch nothing
+		return
+	}
 	r.l.samples.Add(1)
+	if err == nil {
+		err = r.checkLengths(p.buf.Bytes(), pos)
+	}
 	if err != nil {
 		r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err, Stack: stack})
 	}
 	if p.left.Add(-1) == 0 {
 		r.complete(w, p, k)
-		r.mu.Lock()
-		p.complete = true
-		r.notify()
-		r.mu.Unlock()
 	}
 }
 
@@ -233,6 +246,9 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 		clear(b.buf)
 	}
 	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) })
+	if w.gone() {
+		return
+	}
 	r.l.samples.Add(int64(len(b.indices)))
 	if err != nil {
 		var se *SampleError
@@ -243,12 +259,28 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 		p.err, p.errPos = err, 0
 		r.mu.Unlock()
 	}
+	for pos, index := range b.indices {
+		if err := r.checkLengths(p.buf.Bytes(), pos); err != nil {
+			r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err})
+			break
+		}
+	}
 	p.left.Store(0)
 	r.complete(w, p, k)
-	r.mu.Lock()
-	p.complete = true
-	r.notify()
-	r.mu.Unlock()
+}
+
+// checkLengths checks the lengths of the Dynamic fields of the sample at
+// pos: whoever wrote them (Slot.Sequence, or Fill writing "<name>_len"
+// itself), each must be within [0, MaxLen] before PadStack reads it.
+func (r *run) checkLengths(buf []byte, pos int) error {
+	for _, df := range r.l.dyn {
+		f := r.layout.Schema()[df.field]
+		n := collate.As[int64](r.layout.Sample(buf, df.lens, pos))[0]
+		if n < 0 || n > int64(f.MaxLen) {
+			return fmt.Errorf("engine: field %q: length %d in %q, want 0 to MaxLen (%d)", f.Name, n, f.Name+lenSuffix, f.MaxLen)
+		}
+	}
+	return nil
 }
 
 func stackNote(stack []byte) string {
@@ -259,20 +291,42 @@ func stackNote(stack []byte) string {
 }
 
 // complete finishes batch k once its last sample is filled: the padding of
-// its Dynamic fields, then its copy to the device.
+// its Dynamic fields, then its copy to the device. A panic there (a bug,
+// never input: lengths are checked) becomes the batch's error.
 func (r *run) complete(w *worker, p *pending, k int) {
-	var moved int
-	p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
-	r.l.copied.Add(int64(moved))
-	if r.l.gpu != nil {
-		r.toDevice(w, p, k)
+	err := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("engine: completing batch %d of epoch %d: %w\n%s", k, r.epoch, panicError(v), debug.Stack())
+			}
+		}()
+		r.mu.Lock()
+		failed := p.err != nil
+		r.mu.Unlock()
+		if failed { // never delivered: no padding, no copy
+			return nil
+		}
+		var moved int
+		p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
+		r.l.copied.Add(int64(moved))
+		if r.l.gpu != nil {
+			return r.toDevice(w, p, k)
+		}
+		return nil
+	}()
+	r.mu.Lock()
+	if err != nil && p.err == nil {
+		p.err, p.errPos = err, -1
 	}
+	p.complete = true
+	r.notify()
+	r.mu.Unlock()
 }
 
-// toDevice queues batch k's copy to device memory on the worker's stream
-// and records the host buffer's event after it. An error becomes the
-// batch's error, reported at its position.
-func (r *run) toDevice(w *worker, p *pending, k int) {
+// toDevice queues batch k's copy to device memory on the worker's stream,
+// behind the recorded uses of the device buffer, and records the events
+// of both buffers after it.
+func (r *run) toDevice(w *worker, p *pending, k int) error {
 	err := func() error {
 		s, err := w.streamOn(r.l.gpu)
 		if err != nil {
@@ -283,21 +337,16 @@ func (r *run) toDevice(w *worker, p *pending, k int) {
 			return err
 		}
 		p.dev, p.stream = dev, s
-		rt := r.l.gpu.Runtime()
-		if err := rt.CopyToDeviceAsync(dev.Device(), p.buf.Bytes(), s); err != nil {
+		if err := r.l.gpu.Upload(dev, p.buf, s); err != nil {
 			return err
 		}
 		r.l.toDevice.Add(int64(p.buf.Len()))
-		return errors.Join(rt.EventRecord(p.buf.Event(), s), rt.EventRecord(dev.Event(), s))
+		return nil
 	}()
 	if err != nil {
-		r.mu.Lock()
-		if p.err == nil {
-			p.err = fmt.Errorf("engine: copy of batch %d of epoch %d to %s:%d: %w", k, r.epoch, r.l.gpu.Name(), r.l.gpu.Device(), err)
-			p.errPos = -1
-		}
-		r.mu.Unlock()
+		return fmt.Errorf("engine: copy of batch %d of epoch %d to %s:%d: %w", k, r.epoch, r.l.gpu.Name(), r.l.gpu.Device(), err)
 	}
+	return nil
 }
 
 // errSampleDeadline is the cause of a per-sample ctx that ran past Timeout.
@@ -368,9 +417,8 @@ func (r *run) take(k int) (*Batch, error) {
 				return nil, p.err
 			}
 			r.l.batches.Add(1)
-			b := &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev, stream: p.stream, longest: p.longest}
-			b.refs.Store(1)
-			return b, nil
+			return &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev,
+				stream: p.stream, longest: p.longest, inLoop: true}, nil
 		}
 		changed := r.changed
 		r.mu.Unlock()
@@ -409,13 +457,27 @@ func (r *run) stuck(k int) error {
 }
 
 // recycle puts the buffers of batches started but never taken back into
-// the pool. Called once every worker has left the run.
+// the pool, except those an abandoned worker may still write. Called once
+// every worker has left the run or been abandoned.
 func (r *run) recycle() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i, p := range r.ring {
-		if p != nil {
+		if p != nil && !p.leaked {
 			r.l.recycle(p.buf, p.dev)
-			r.ring[i] = nil
 		}
+		r.ring[i] = nil
+	}
+}
+
+// leak marks batch k's buffer as written by an abandoned worker: it is
+// never reused nor freed.
+func (r *run) leak(k int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.ring[k%r.window]; p != nil && !p.leaked {
+		p.leaked = true
+		r.l.leaked.Add(int64(p.buf.Cap()))
 	}
 }
 
@@ -423,14 +485,15 @@ func (r *run) recycle() {
 type worker struct {
 	id     int
 	slot   *Slot
-	runs   chan *run   // persistent workers receive each epoch's run here
-	stream csrc.Stream // its copies' stream, made at the first copy
+	runs   chan *run     // persistent workers receive each epoch's run here
+	stream pinned.Stream // its copies' stream, made at the first copy
 
-	mu    sync.Mutex // guards what the timeout watchdog reads
-	run   *run
-	batch int
-	index int
-	since time.Time
+	mu        sync.Mutex // guards what the timeout watchdog reads
+	run       *run       // the run of the Fill in progress, with Timeout
+	batch     int
+	index     int
+	since     time.Time
+	abandoned bool // stuck in a Fill past Timeout and left behind
 }
 
 func newWorker(id int, seed uint64) *worker {
@@ -438,20 +501,31 @@ func newWorker(id int, seed uint64) *worker {
 }
 
 // loop is the life of a persistent worker: one run after another until
-// its channel is closed by Close.
+// its channel is closed by Close, or until it is abandoned.
 func (w *worker) loop(l *Loader) {
-	defer l.wg.Done()
 	for r := range w.runs {
 		r.work(w, true)
+		if w.gone() {
+			break
+		}
 		r.wg.Done()
 	}
+	w.exit(l)
+	if !w.gone() {
+		l.wg.Done()
+	}
+}
+
+// exit destroys the worker's stream at the end of its life; queued copies
+// still complete.
+func (w *worker) exit(l *Loader) {
 	if err := w.close(l); err != nil {
 		l.logger.Error("tensorbatch: ending a worker", "err", err)
 	}
 }
 
 // streamOn returns the worker's stream, making it at the first copy.
-func (w *worker) streamOn(g *pinned.GPU) (csrc.Stream, error) {
+func (w *worker) streamOn(g *pinned.GPU) (pinned.Stream, error) {
 	if w.stream == 0 {
 		s, err := g.NewStream()
 		if err != nil {
@@ -469,7 +543,7 @@ func (w *worker) close(l *Loader) error {
 	}
 	s := w.stream
 	w.stream = 0
-	return l.gpu.Runtime().StreamDestroy(s)
+	return l.gpu.DestroyStream(s)
 }
 
 func (w *worker) begin(r *run, k, index int) {
@@ -484,6 +558,13 @@ func (w *worker) end() {
 	w.mu.Unlock()
 }
 
+// gone reports whether w was abandoned. Stable once its Fill has returned.
+func (w *worker) gone() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.abandoned
+}
+
 // busyOn reports the sample w is filling for run r in batch k or earlier,
 // and for how long.
 func (w *worker) busyOn(r *run, k int) (index int, d time.Duration, ok bool) {
@@ -493,4 +574,28 @@ func (w *worker) busyOn(r *run, k int) (index int, d time.Duration, ok bool) {
 		return 0, 0, false
 	}
 	return w.index, time.Since(w.since), true
+}
+
+// abandon leaves w behind when it has been in one Fill for longer than
+// Timeout: the worker no longer counts as inside its run (nor, persistent,
+// as a live worker of the loader), and the buffer it writes is leaked. When
+// its Fill finally returns, the worker touches nothing and ends. See NOTE
+// [shutdown].
+func (w *worker) abandon(l *Loader) {
+	w.mu.Lock()
+	r, k, index, d := w.run, w.batch, w.index, time.Since(w.since)
+	if r == nil || w.abandoned || d <= l.cfg.Timeout {
+		w.mu.Unlock()
+		return
+	}
+	w.abandoned = true
+	w.mu.Unlock()
+	r.leak(k)
+	l.abandoned.Add(1)
+	l.logger.Warn("tensorbatch: abandoning a worker stuck in Fill past Timeout; its batch buffer is leaked",
+		"worker", w.id, "index", index, "epoch", r.epoch, "running", d.Round(time.Millisecond), "timeout", l.cfg.Timeout)
+	r.wg.Done()
+	if w.runs != nil {
+		l.wg.Done()
+	}
 }

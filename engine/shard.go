@@ -2,54 +2,56 @@ package engine
 
 import (
 	"fmt"
-	"os"
-	"strconv"
+
+	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 
 // Shard is this process's part of a distributed job: its rank among
-// WorldSize processes that share the Seed.
+// WorldSize processes that share the Seed, and its local rank, its index
+// among the job's processes on its node, which picks the GPU when
+// Config.Backend names no device.
 type Shard struct {
 	Rank, WorldSize int
-	Source          string // where they came from: "Config", an environment variable pair, or "single process"
+	Source          string // where they came from: "Config", a launcher's variables ("SLURM_PROCID/SLURM_NTASKS"), or "single process"
+	LocalRank       int
+	LocalSource     string // where it came from: a launcher's variable ("SLURM_LOCALID"), or "default" (0) when none exported one
 }
 
-// launcherEnv lists the rank and world-size variables that launchers
-// export, in the order they are looked at.
-var launcherEnv = [][2]string{
-	{"RANK", "WORLD_SIZE"},                           // torchrun, torch.distributed
-	{"SLURM_PROCID", "SLURM_NTASKS"},                 // Slurm
-	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, // Open MPI's mpirun
-	{"PMI_RANK", "PMI_SIZE"},                         // MPICH, Intel MPI
-}
-
-// shard returns the Shard of c: Config.WorldSize when set, else the first
-// launcher variables present, else a single process.
+// shard returns the Shard of c: the rank and world size are
+// Config.WorldSize when set, else the launcher's (see package launch for
+// the variables and their precedence), else a single process; the local
+// rank is always the launcher's, else 0.
 func (c Config) shard() (Shard, error) {
-	if c.WorldSize > 0 {
+	var s Shard
+	switch {
+	case c.WorldSize > 0:
 		if c.Rank < 0 || c.Rank >= c.WorldSize {
 			return Shard{}, configError("Rank", "%d, want 0 <= Rank < WorldSize (%d)", c.Rank, c.WorldSize)
 		}
-		return Shard{c.Rank, c.WorldSize, "Config"}, nil
-	}
-	if c.WorldSize < 0 {
+		s = Shard{Rank: c.Rank, WorldSize: c.WorldSize, Source: "Config"}
+	case c.WorldSize < 0:
 		return Shard{}, configError("WorldSize", "%d, want > 0 (or 0 to read the launcher's environment)", c.WorldSize)
-	}
-	if c.Rank != 0 {
+	case c.Rank != 0:
 		return Shard{}, configError("Rank", "%d set without WorldSize", c.Rank)
-	}
-	for _, pair := range launcherEnv {
-		rs, ws := os.Getenv(pair[0]), os.Getenv(pair[1])
-		if rs == "" || ws == "" {
-			continue
+	default:
+		rank, world, source, err := launch.Rank()
+		if err != nil {
+			return Shard{}, fmt.Errorf("engine: %w", err)
 		}
-		rank, err1 := strconv.Atoi(rs)
-		world, err2 := strconv.Atoi(ws)
-		if err1 != nil || err2 != nil || world <= 0 || rank < 0 || rank >= world {
-			return Shard{}, fmt.Errorf("engine: %s=%q and %s=%q are not a rank and a world size", pair[0], rs, pair[1], ws)
+		if source == "" {
+			source = "single process"
 		}
-		return Shard{rank, world, pair[0] + "/" + pair[1]}, nil
+		s = Shard{Rank: rank, WorldSize: world, Source: source}
 	}
-	return Shard{0, 1, "single process"}, nil
+	local, source, ok, err := launch.LocalRank()
+	if err != nil {
+		return Shard{}, fmt.Errorf("engine: %w", err)
+	}
+	if !ok {
+		source = "default"
+	}
+	s.LocalRank, s.LocalSource = local, source
+	return s, nil
 }
 
 // sharded is a Sampler's order split across ranks as PyTorch's

@@ -8,11 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 
-// clearLauncherEnv makes the test independent of the environment it runs in.
+// clearLauncherEnv makes the test independent of the environment it runs
+// in: an empty launcher variable counts as unset.
 func clearLauncherEnv(t *testing.T) {
-	for _, v := range []string{"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"} {
+	for _, v := range launch.Vars() {
 		t.Setenv(v, "")
 	}
 }
@@ -30,7 +32,7 @@ func TestShardsAreDisjointEvenAndCoverTheEpoch(t *testing.T) {
 			for rank := range world {
 				l := newLoader(t, engine.DatasetFunc(n, indexSchema, fillIndex), engine.Config{
 					BatchSize: 2, Shuffle: true, Seed: 5, Rank: rank, WorldSize: world, DropLast: dropLast, Workers: 1})
-				assert.Equal(t, engine.Shard{Rank: rank, WorldSize: world, Source: "Config"}, l.Shard())
+				assert.Equal(t, engine.Shard{Rank: rank, WorldSize: world, Source: "Config", LocalSource: "default"}, l.Shard())
 				got, mem := collect(t, l, 1)
 				assert.Equal(t, got, mem)
 				mine := flat(got)
@@ -64,33 +66,74 @@ func TestShardsAreDisjointEvenAndCoverTheEpoch(t *testing.T) {
 func TestShardFromTheLaunchersEnvironment(t *testing.T) {
 	ds := engine.DatasetFunc(8, indexSchema, fillIndex)
 	for _, tc := range []struct {
-		rank, world, source string
+		rank, world, local, source string
 	}{
-		{"RANK", "WORLD_SIZE", "RANK/WORLD_SIZE"},
-		{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_PROCID/SLURM_NTASKS"},
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"},
-		{"PMI_RANK", "PMI_SIZE", "PMI_RANK/PMI_SIZE"},
+		{"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_PROCID/SLURM_NTASKS"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"},
+		{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_RANK/PMI_SIZE"},
+		{"PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK", "PMI_RANK/PMI_SIZE"},
 	} {
-		t.Run(tc.source, func(t *testing.T) {
+		t.Run(tc.local, func(t *testing.T) {
 			clearLauncherEnv(t)
 			t.Setenv(tc.rank, "1")
 			t.Setenv(tc.world, "4")
-			l := newLoader(t, ds, engine.Config{BatchSize: 2})
-			assert.Equal(t, engine.Shard{Rank: 1, WorldSize: 4, Source: tc.source}, l.Shard())
+			t.Setenv(tc.local, "2")
+			l := newLoader(t, ds, engine.Config{BatchSize: 2, Backend: "cpu"})
+			assert.Equal(t, engine.Shard{Rank: 1, WorldSize: 4, Source: tc.source, LocalRank: 2, LocalSource: tc.local}, l.Shard())
 			got, _ := collect(t, l, 0)
 			assert.Equal(t, [][]int{{1, 5}}, got, "every 4th sample from 1")
 
-			over := newLoader(t, ds, engine.Config{BatchSize: 2, Rank: 0, WorldSize: 1})
-			assert.Equal(t, engine.Shard{Rank: 0, WorldSize: 1, Source: "Config"}, over.Shard(), "Config wins over the environment")
+			over := newLoader(t, ds, engine.Config{BatchSize: 2, Rank: 0, WorldSize: 1, Backend: "cpu"})
+			assert.Equal(t, engine.Shard{Rank: 0, WorldSize: 1, Source: "Config", LocalRank: 2, LocalSource: tc.local}, over.Shard(),
+				"Config wins over the environment's rank, not its local rank")
 
 			t.Setenv(tc.rank, "4")
 			_, err := engine.New(ds, engine.Config{})
-			assert.EqualError(t, err, fmt.Sprintf(`engine: %s="4" and %s="4" are not a rank and a world size`, tc.rank, tc.world))
+			assert.EqualError(t, err, fmt.Sprintf(`engine: %s="4" is not a rank below %s="4"`, tc.rank, tc.world))
 		})
 	}
 	clearLauncherEnv(t)
 	l := newLoader(t, ds, engine.Config{})
-	assert.Equal(t, engine.Shard{Rank: 0, WorldSize: 1, Source: "single process"}, l.Shard())
+	assert.Equal(t, engine.Shard{Rank: 0, WorldSize: 1, Source: "single process", LocalSource: "default"}, l.Shard())
+}
+
+func TestShardFromNestedLaunchersIsTheInnermosts(t *testing.T) {
+	ds := engine.DatasetFunc(8, indexSchema, fillIndex)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want engine.Shard
+	}{
+		{"torchrun under srun",
+			[]string{"SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0", "RANK", "5", "WORLD_SIZE", "8", "LOCAL_RANK", "1"},
+			engine.Shard{Rank: 5, WorldSize: 8, Source: "RANK/WORLD_SIZE", LocalRank: 1, LocalSource: "LOCAL_RANK"}},
+		{"Open MPI mpirun under salloc",
+			[]string{"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0",
+				"OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+			engine.Shard{Rank: 3, WorldSize: 4, Source: "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE", LocalRank: 3, LocalSource: "OMPI_COMM_WORLD_LOCAL_RANK"}},
+		{"hydra mpiexec under sbatch",
+			[]string{"SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0",
+				"PMI_RANK", "5", "PMI_SIZE", "8", "MPI_LOCALRANKID", "1", "PMI_LOCAL_RANK", "2"},
+			engine.Shard{Rank: 5, WorldSize: 8, Source: "PMI_RANK/PMI_SIZE", LocalRank: 1, LocalSource: "MPI_LOCALRANKID"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearLauncherEnv(t)
+			for i := 0; i < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
+			l := newLoader(t, ds, engine.Config{BatchSize: 2, Backend: "cpu"})
+			assert.Equal(t, tc.want, l.Shard())
+		})
+	}
+}
+
+func TestShardLocalRankErrorNamesTheVariable(t *testing.T) {
+	clearLauncherEnv(t)
+	t.Setenv("SLURM_LOCALID", "x")
+	ds := engine.DatasetFunc(8, indexSchema, fillIndex)
+	_, err := engine.New(ds, engine.Config{Backend: "cpu", Rank: 0, WorldSize: 2})
+	assert.EqualError(t, err, `engine: SLURM_LOCALID="x" is not a local rank: want a number >= 0`)
 }
 
 func TestShardConfigErrorsNameTheField(t *testing.T) {

@@ -1,8 +1,10 @@
 package pinned
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/tensorbatch/tensorbatch/csrc"
 )
@@ -80,6 +82,9 @@ func (g *GPU) NewStream() (s csrc.Stream, err error) {
 	return s, err
 }
 
+// DestroyStream destroys a stream from NewStream once its work is done.
+func (g *GPU) DestroyStream(s Stream) error { return g.rt.StreamDestroy(s) }
+
 // NewEvent returns an event on the device, with timing disabled.
 func (g *GPU) NewEvent() (e csrc.Event, err error) {
 	err = g.on(func() error {
@@ -88,6 +93,67 @@ func (g *GPU) NewEvent() (e csrc.Event, err error) {
 	})
 	return e, err
 }
+
+// Handles of the runtime, as the engine and users pass them around.
+type (
+	Stream = csrc.Stream // cudaStream_t / hipStream_t
+	Event  = csrc.Event  // cudaEvent_t / hipEvent_t
+)
+
+// LegacyStream is the legacy default stream (stream 0) of the current
+// device: work recorded on it runs after the work already queued on every
+// blocking stream of the device. Code built with per-thread default streams
+// (nvcc --default-stream per-thread) must name its streams instead.
+const LegacyStream Stream = 0
+
+// Upload queues the copy of host buffer src into device buffer dst on
+// stream s, with the device current on the calling OS thread. s first waits
+// (on the device, not the host) for the uses of dst recorded by RecordUse;
+// after the copy, the events of both buffers are recorded, so their fences
+// are done once the copy is.
+func (g *GPU) Upload(dst, src *Buffer, s Stream) error {
+	return g.on(func() error {
+		for _, e := range dst.useEvents[:dst.used] {
+			if err := g.rt.StreamWaitEvent(s, e); err != nil {
+				return err
+			}
+		}
+		dst.used = 0
+		if err := g.rt.CopyToDeviceAsync(dst.Device(), src.Bytes(), s); err != nil {
+			return err
+		}
+		return errors.Join(g.rt.EventRecord(src.Event(), s), g.rt.EventRecord(dst.Event(), s))
+	})
+}
+
+// RecordUse records that the work queued so far on streams reads device
+// buffer b, as PyTorch's Tensor.record_stream does: the next Upload into b
+// waits for that work on its copy stream. Each distinct stream gets one of
+// b's use events, made at the first need and kept for reuse.
+func (g *GPU) RecordUse(b *Buffer, streams ...Stream) error {
+	slices.Sort(streams)
+	streams = slices.Compact(streams)
+	return g.on(func() error {
+		b.used = 0
+		for len(b.useEvents) < len(streams) {
+			e, err := g.rt.EventCreate()
+			if err != nil {
+				return err
+			}
+			b.useEvents = append(b.useEvents, e)
+		}
+		for i, s := range streams {
+			if err := g.rt.EventRecord(b.useEvents[i], s); err != nil {
+				return err
+			}
+			b.used = i + 1
+		}
+		return nil
+	})
+}
+
+// WaitEvent blocks the host until e's last recorded work has completed.
+func (g *GPU) WaitEvent(e Event) error { return g.rt.EventSynchronize(e) }
 
 // Fence returns a Fence that is done when e's last recorded work is.
 func (g *GPU) Fence(e csrc.Event) Fence { return eventFence{g.rt, e} }

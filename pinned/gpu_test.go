@@ -3,6 +3,7 @@ package pinned_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,15 +16,17 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
+	"github.com/tensorbatch/tensorbatch/internal/launch"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
-// useFake points Select at the fake CUDA runtime and at no HIP library.
+// useFake points Select at the fake CUDA runtime and at no HIP library,
+// with no launcher variables (an empty one counts as unset).
 func useFake(t *testing.T) {
 	t.Setenv(pinned.EnvCUDALib, fakecudart.Path(t))
 	t.Setenv(pinned.EnvHIPLib, "/nonexistent/libamdhip64.so")
 	t.Setenv(pinned.EnvBackend, "")
-	t.Setenv("LOCAL_RANK", "")
+	clearLauncherEnv(t)
 	pinned.ResetSelections()
 	t.Cleanup(pinned.ResetSelections)
 }
@@ -33,7 +36,7 @@ func TestSelectAutoFindsTheRuntime(t *testing.T) {
 	s, err := pinned.Select("")
 	require.NoError(t, err)
 	assert.Equal(t, "cuda", s.Backend.Name())
-	assert.Contains(t, s.Reason, "auto: "+fakecudart.Path(t)+" loaded, 1 device(s), using 0")
+	assert.Equal(t, "auto: "+fakecudart.Path(t)+" loaded, 1 device(s), using device 0 by default", s.Reason)
 	g := s.Backend.(*pinned.GPU)
 	assert.Equal(t, 0, g.Device())
 
@@ -70,20 +73,22 @@ func TestSelectFallsBackToCPUWithTheReason(t *testing.T) {
 	}
 }
 
+func clearLauncherEnv(t *testing.T) {
+	for _, v := range launch.Vars() {
+		t.Setenv(v, "")
+	}
+}
+
 func TestSelectSpecAndDeviceOrdinal(t *testing.T) {
 	useFake(t)
 	t.Setenv("TB_FAKE_DEVICES", "2")
 	s, err := pinned.Select("cuda:1")
 	require.NoError(t, err)
 	assert.Equal(t, 1, s.Backend.(*pinned.GPU).Device())
-
-	t.Setenv("LOCAL_RANK", "1")
-	s, err = pinned.Select("CUDA")
-	require.NoError(t, err)
-	assert.Equal(t, 1, s.Backend.(*pinned.GPU).Device(), "LOCAL_RANK picks the device")
+	assert.Contains(t, s.Reason, `2 device(s), using device 1 from "cuda:1"`)
 
 	_, err = pinned.Select("cuda:2")
-	assert.ErrorContains(t, err, "device 2 asked for, 2 present")
+	assert.ErrorContains(t, err, `no GPU device: device 2 from "cuda:2" asked for, 2 present`)
 	assert.ErrorIs(t, err, pinned.ErrNoDevice)
 
 	t.Setenv(pinned.EnvBackend, "cpu")
@@ -99,9 +104,106 @@ func TestSelectSpecAndDeviceOrdinal(t *testing.T) {
 		_, err := pinned.Select(spec)
 		assert.ErrorContains(t, err, msg)
 	}
-	t.Setenv("LOCAL_RANK", "two")
-	_, err = pinned.Select("auto")
-	assert.ErrorContains(t, err, `LOCAL_RANK "two" is not a device number`)
+}
+
+func TestSelectDeviceFromTheLaunchersLocalRank(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		spec   string
+		device int
+		reason string // the Reason ends with it
+	}{
+		{"srun", []string{"SLURM_LOCALID", "1"}, "cuda", 1, "using device 1 from SLURM_LOCALID"},
+		{"torchrun", []string{"LOCAL_RANK", "1"}, "cuda", 1, "using device 1 from LOCAL_RANK"},
+		{"Open MPI mpirun", []string{"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, "cuda", 1, "using device 1 from OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"hydra mpiexec", []string{"MPI_LOCALRANKID", "1"}, "cuda", 1, "using device 1 from MPI_LOCALRANKID"},
+		{"Cray PALS", []string{"PMI_LOCAL_RANK", "1"}, "cuda", 1, "using device 1 from PMI_LOCAL_RANK"},
+		{"torchrun under srun",
+			[]string{"SLURM_PROCID", "0", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0", "RANK", "1", "WORLD_SIZE", "4", "LOCAL_RANK", "1"},
+			"cuda", 1, "using device 1 from LOCAL_RANK"},
+		{"Open MPI mpirun under salloc",
+			[]string{"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0",
+				"OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+			"auto", 1, "auto: " + "%s loaded, 2 device(s), using device 1 from OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"hydra: MPI_LOCALRANKID before PMI_LOCAL_RANK",
+			[]string{"PMI_RANK", "1", "PMI_SIZE", "2", "PMI_LOCAL_RANK", "0", "MPI_LOCALRANKID", "1"},
+			"cuda", 1, "using device 1 from MPI_LOCALRANKID"},
+		{"single process", nil, "cuda", 0, "using device 0 by default"},
+		{"an ordinal wins", []string{"SLURM_LOCALID", "1"}, "cuda:0", 0, `using device 0 from "cuda:0"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			useFake(t)
+			t.Setenv("TB_FAKE_DEVICES", "2")
+			for i := 0; i < len(tc.env); i += 2 {
+				t.Setenv(tc.env[i], tc.env[i+1])
+			}
+			s, err := pinned.Select(tc.spec)
+			require.NoError(t, err)
+			require.Equal(t, "cuda", s.Backend.Name(), s.Reason)
+			assert.Equal(t, tc.device, s.Backend.(*pinned.GPU).Device())
+			reason := strings.ReplaceAll(tc.reason, "%s", fakecudart.Path(t))
+			assert.True(t, strings.HasSuffix(s.Reason, reason), "reason %q, want it to end with %q", s.Reason, reason)
+		})
+	}
+}
+
+func TestSelectLocalRankBeyondTheDevices(t *testing.T) {
+	useFake(t)
+	t.Setenv("SLURM_LOCALID", "3")
+	t.Setenv("CUDA_VISIBLE_DEVICES", "3")
+
+	// Slurm's --gpus-per-task: each rank sees its own GPU as device 0.
+	t.Setenv("TB_FAKE_DEVICES", "1")
+	for _, spec := range []string{"cuda", "auto"} {
+		s, err := pinned.Select(spec)
+		require.NoError(t, err)
+		require.Equal(t, "cuda", s.Backend.Name(), s.Reason)
+		assert.Equal(t, 0, s.Backend.(*pinned.GPU).Device())
+		assert.Contains(t, s.Reason, "1 device(s), using device 0: SLURM_LOCALID=3 but only one device is visible (CUDA_VISIBLE_DEVICES=3)")
+	}
+	_, err := pinned.Select("cuda:3")
+	assert.ErrorContains(t, err, `device 3 from "cuda:3" asked for, 1 present`, "an explicit ordinal is never moved")
+
+	// Two devices visible and no fourth: which one is ambiguous.
+	pinned.ResetSelections()
+	t.Setenv("TB_FAKE_DEVICES", "2")
+	_, err = pinned.Select("cuda")
+	assert.ErrorContains(t, err, "pinned: backend cuda asked for: ")
+	assert.ErrorContains(t, err, "no GPU device: device 3 from SLURM_LOCALID asked for, 2 present")
+	assert.ErrorIs(t, err, pinned.ErrNoDevice)
+	s, err := pinned.Select("auto")
+	require.NoError(t, err)
+	assert.Equal(t, "cpu", s.Backend.Name())
+	assert.Contains(t, s.Reason, "auto fell back to cpu: ")
+	assert.Contains(t, s.Reason, "device 3 from SLURM_LOCALID asked for, 2 present")
+}
+
+func TestSelectBadLocalRankNamesTheVariable(t *testing.T) {
+	useFake(t)
+	t.Setenv("SLURM_LOCALID", "two")
+	_, err := pinned.Select("auto")
+	assert.EqualError(t, err, `pinned: backend "auto": SLURM_LOCALID="two" is not a local rank: want a number >= 0`)
+
+	s, err := pinned.Select("cpu")
+	require.NoError(t, err, "cpu has no device to pick")
+	assert.Equal(t, "cpu", s.Backend.Name())
+}
+
+func TestSelectionString(t *testing.T) {
+	useFake(t)
+	t.Setenv("TB_FAKE_DEVICES", "2")
+	t.Setenv("SLURM_LOCALID", "1")
+	s, err := pinned.Select("cuda")
+	require.NoError(t, err)
+	assert.Equal(t, "cuda:1 ("+fakecudart.Path(t)+" loaded, 2 device(s), using device 1 from SLURM_LOCALID)", s.String())
+
+	s, err = pinned.Select("cpu")
+	require.NoError(t, err)
+	assert.Equal(t, "cpu (cpu asked for)", s.String())
+	assert.Equal(t, "cpu (cpu asked for)", fmt.Sprint(s))
+
+	assert.Equal(t, "none", pinned.Selection{}.String())
 }
 
 func gpu(t *testing.T) *pinned.GPU {
@@ -185,7 +287,10 @@ func TestRealRuntimesFallBackQuietly(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRealRuntimesFallBackQuietly$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "TB_SELECT_CHILD=1", pinned.EnvBackend+"=", pinned.EnvHIPLib+"=", pinned.EnvCUDALib+"=", "LOCAL_RANK=")
+	cmd.Env = append(os.Environ(), "TB_SELECT_CHILD=1", pinned.EnvBackend+"=", pinned.EnvHIPLib+"=", pinned.EnvCUDALib+"=")
+	for _, v := range launch.Vars() {
+		cmd.Env = append(cmd.Env, v+"=")
+	}
 	var stderr, stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "child: %s %s", stdout.String(), stderr.String())

@@ -70,20 +70,35 @@ func TestPoolReusesOnlyAfterTheFence(t *testing.T) {
 	f := &fence{}
 	require.NoError(t, p.Put(a, f))
 
+	// A Get that fits the fenced buffer waits for its fence rather than
+	// reuse it early or allocate another.
+	got := make(chan *pinned.Buffer)
+	go func() {
+		c, err := p.Get(ctx, 900)
+		assert.NoError(t, err)
+		got <- c
+	}()
+	select {
+	case <-got:
+		t.Fatal("a fenced buffer was handed out before its copy completed")
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.done.Store(true)
+	c := <-got
+	assert.True(t, a == c, "the completed buffer is reused")
+	assert.Len(t, c.Bytes(), 900)
+
+	// With nothing cached, Get allocates.
 	b, err := p.Get(ctx, 1000)
 	require.NoError(t, err)
-	assert.True(t, a != b, "a fenced buffer was reused before its copy completed")
-
-	f.done.Store(true)
-	c, err := p.Get(ctx, 900)
-	require.NoError(t, err)
-	assert.True(t, a == c, "a completed buffer is reused")
-	assert.Len(t, c.Bytes(), 900)
+	assert.True(t, a != b)
 
 	st := p.Stats()
 	assert.Equal(t, int64(2), st.Allocs)
 	assert.Equal(t, int64(1), st.Reuses)
+	assert.Equal(t, int64(1), st.Waits)
 	assert.Equal(t, 2, st.Buffers)
+	assert.Equal(t, 2, st.PeakBufs)
 
 	require.NoError(t, p.Put(b, nil))
 	require.NoError(t, p.Put(c, nil))

@@ -17,8 +17,11 @@ type Buffer struct {
 	dev   csrc.DevicePtr // device memory; 0 for host memory
 	size  int            // bytes allocated
 	n     int            // bytes asked for
-	event csrc.Event     // a GPU host buffer's event, for its copies
+	event csrc.Event     // a GPU buffer's event, recorded after its copy
 	fence Fence          // set by Put; the buffer is reusable once it is done
+
+	useEvents []csrc.Event // a device buffer's events of RecordUse, made as needed
+	used      int          // how many of useEvents the next Upload waits for
 }
 
 // Bytes returns the n bytes asked for in Get (nil for device memory).
@@ -31,6 +34,9 @@ func (b *Buffer) Bytes() []byte {
 
 // Len returns the bytes asked for in Get.
 func (b *Buffer) Len() int { return b.n }
+
+// Cap returns the bytes allocated, as the pool's stats count them.
+func (b *Buffer) Cap() int { return b.size }
 
 // Device returns the device memory of a device pool's buffer.
 func (b *Buffer) Device() csrc.DevicePtr { return b.dev }
@@ -106,8 +112,19 @@ func (d deviceMemory) alloc(n int) (*Buffer, error) {
 	return &Buffer{dev: p, size: n, event: e}, nil
 }
 
+// free waits for the uses recorded on b (cudaFree would synchronize the
+// device anyway) and frees it.
 func (d deviceMemory) free(b *Buffer) error {
-	return errors.Join(d.g.Runtime().EventDestroy(b.event), d.g.Free(b.dev))
+	rt := d.g.Runtime()
+	var errs []error
+	for _, e := range b.useEvents[:b.used] {
+		errs = append(errs, rt.EventSynchronize(e))
+	}
+	errs = append(errs, rt.EventDestroy(b.event))
+	for _, e := range b.useEvents {
+		errs = append(errs, rt.EventDestroy(e))
+	}
+	return errors.Join(append(errs, d.g.Free(b.dev))...)
 }
 
 // PoolStats is a snapshot of a pool's accounting.
@@ -115,15 +132,19 @@ type PoolStats struct {
 	Allocated int64 // bytes held from the backend
 	InUse     int64 // bytes of buffers handed out and not yet put back
 	Buffers   int   // buffers held from the backend
+	Peak      int64 // the most bytes held at once
+	PeakBufs  int   // the most buffers held at once
 	Allocs    int64 // backend allocations so far
 	Reuses    int64 // Gets served from the cache
 	Waits     int64 // Gets that waited for a fence or for the limit
 }
 
 // Pool caches host buffers, as PyTorch's CachingHostAllocator does: a
-// buffer put back with a fence is reused only once the fence is done, and
-// when Limit bytes are allocated, Get waits for a buffer to come back
-// instead of allocating more.
+// buffer put back with a fence is reused only once the fence is done. Get
+// waits for a cached buffer whose fence is pending rather than allocate
+// another, so the buffers in existence never outnumber the most handed out
+// at once; and when Limit bytes are allocated, Get waits for a buffer to
+// come back instead of allocating more.
 type Pool struct {
 	mem   allocator
 	limit int64
@@ -232,6 +253,12 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 		p.stats.Reuses++
 		return p.handOut(b, n), nil, false, nil
 	}
+	if pending {
+		// A buffer that fits is only waiting for its copy: wait for it
+		// rather than allocate, so that the buffers in existence stay
+		// bounded by the buffers handed out at once.
+		return nil, p.wake, true, nil
+	}
 	// Make room under the limit by freeing idle buffers of other sizes.
 	for p.limit > 0 && p.stats.Allocated+int64(n) > p.limit {
 		i := p.idle()
@@ -258,6 +285,8 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 	p.stats.Allocs++
 	p.stats.Buffers++
 	p.stats.Allocated += int64(b.size)
+	p.stats.Peak = max(p.stats.Peak, p.stats.Allocated)
+	p.stats.PeakBufs = max(p.stats.PeakBufs, p.stats.Buffers)
 	return p.handOut(b, n), nil, false, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 
 // Environment variables that steer Select.
@@ -30,6 +31,20 @@ type Selection struct {
 	Reason  string
 }
 
+// String returns the backend, with its device for a GPU, and the reason:
+// "cuda:1 (libcudart.so.12 loaded, 2 device(s), using device 1 from
+// SLURM_LOCALID)", "cpu (cpu asked for)".
+func (s Selection) String() string {
+	switch b := s.Backend.(type) {
+	case nil:
+		return "none"
+	case *GPU:
+		return fmt.Sprintf("%s:%d (%s)", b.Name(), b.Device(), s.Reason)
+	default:
+		return fmt.Sprintf("%s (%s)", b.Name(), s.Reason)
+	}
+}
+
 var (
 	selMu    sync.Mutex
 	selected = map[string]Selection{}
@@ -37,11 +52,20 @@ var (
 
 // Select returns the backend that spec names: "auto", "hip", "cuda" or
 // "cpu", with an optional ":ordinal" ("cuda:1"). An empty spec means
-// $TENSORBATCH_BACKEND, else "auto". Without an ordinal the device is
-// $LOCAL_RANK, else 0. auto tries HIP, then CUDA, and falls back to cpu
-// when a library is missing, reports no device, or fails any call of the
-// probe; an explicit hip or cuda that fails is an error. The result is
-// cached per spec and logged once.
+// $TENSORBATCH_BACKEND, else "auto".
+//
+// Without an ordinal the device is the local rank exported by the launcher
+// that started the process (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID, PMI_LOCAL_RANK or SLURM_LOCALID; the innermost launcher
+// wins, see the README), else 0. When that local rank is not below the
+// number of devices but exactly one device is visible, as when
+// CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES gives each rank its own
+// GPU, the device is 0. The Reason says where the device came from.
+//
+// auto tries HIP, then CUDA, and falls back to cpu when a library is
+// missing, reports no device (or not the one wanted), or fails any call of
+// the probe; an explicit hip or cuda that fails is an error. The result is
+// cached per spec and device and logged once.
 func Select(spec string) (Selection, error) {
 	if spec == "" {
 		spec = os.Getenv(EnvBackend)
@@ -49,17 +73,20 @@ func Select(spec string) (Selection, error) {
 	if spec == "" {
 		spec = "auto"
 	}
-	name, device, err := parseSpec(spec)
+	name, dev, err := parseSpec(spec)
 	if err != nil {
 		return Selection{}, err
 	}
-	key := fmt.Sprintf("%s:%d", name, device)
+	key := fmt.Sprintf("%s:%d", name, dev.n)
+	if dev.local {
+		key += " from " + dev.from
+	}
 	selMu.Lock()
 	defer selMu.Unlock()
 	if s, ok := selected[key]; ok {
 		return s, nil
 	}
-	s, err := choose(name, device)
+	s, err := choose(name, dev)
 	if err != nil {
 		return Selection{}, err
 	}
@@ -68,32 +95,47 @@ func Select(spec string) (Selection, error) {
 	return s, nil
 }
 
-// parseSpec splits "name[:ordinal]"; the ordinal defaults to $LOCAL_RANK.
-func parseSpec(spec string) (name string, device int, err error) {
+// wantDevice is the device Select is asked for and where that came from.
+type wantDevice struct {
+	n     int
+	from  string // the spec (quoted) or the local rank's variable; "" by default
+	local bool   // n is the launcher's local rank
+}
+
+func (d wantDevice) String() string {
+	if d.from == "" {
+		return fmt.Sprintf("device %d by default", d.n)
+	}
+	return fmt.Sprintf("device %d from %s", d.n, d.from)
+}
+
+// parseSpec splits "name[:ordinal]"; the ordinal defaults to the
+// launcher's local rank, else 0. cpu has no device.
+func parseSpec(spec string) (name string, dev wantDevice, err error) {
 	name, ord, hasOrd := strings.Cut(strings.ToLower(strings.TrimSpace(spec)), ":")
 	switch name {
 	case "auto", "hip", "cuda", "cpu":
 	default:
-		return "", 0, fmt.Errorf("pinned: backend %q: want auto, hip, cuda or cpu, optionally with :ordinal", spec)
+		return "", dev, fmt.Errorf("pinned: backend %q: want auto, hip, cuda or cpu, optionally with :ordinal", spec)
 	}
-	if !hasOrd {
-		ord = os.Getenv("LOCAL_RANK")
-		if ord == "" {
-			return name, 0, nil
+	switch {
+	case hasOrd:
+		n, err := strconv.Atoi(ord)
+		if err != nil || n < 0 {
+			return "", dev, fmt.Errorf("pinned: backend %q: ordinal %q is not a device number", spec, ord)
 		}
+		return name, wantDevice{n: n, from: strconv.Quote(spec)}, nil
+	case name == "cpu":
+		return name, dev, nil
 	}
-	device, err = strconv.Atoi(ord)
-	if err != nil || device < 0 {
-		src := "ordinal"
-		if !hasOrd {
-			src = "LOCAL_RANK"
-		}
-		return "", 0, fmt.Errorf("pinned: backend %q: %s %q is not a device number", spec, src, ord)
+	n, from, ok, err := launch.LocalRank()
+	if err != nil {
+		return "", dev, fmt.Errorf("pinned: backend %q: %w", spec, err)
 	}
-	return name, device, nil
+	return name, wantDevice{n: n, from: from, local: ok}, nil
 }
 
-func choose(name string, device int) (Selection, error) {
+func choose(name string, dev wantDevice) (Selection, error) {
 	switch name {
 	case "cpu":
 		return Selection{CPU{}, "cpu asked for"}, nil
@@ -102,7 +144,7 @@ func choose(name string, device int) (Selection, error) {
 		if name == "hip" {
 			kind = csrc.HIP
 		}
-		g, why, err := open(kind, device)
+		g, why, err := open(kind, dev)
 		if err != nil {
 			return Selection{}, fmt.Errorf("pinned: backend %s asked for: %w", name, err)
 		}
@@ -110,7 +152,7 @@ func choose(name string, device int) (Selection, error) {
 	}
 	var reasons []string
 	for _, kind := range []csrc.Kind{csrc.HIP, csrc.CUDA} {
-		g, why, err := open(kind, device)
+		g, why, err := open(kind, dev)
 		if err == nil {
 			return Selection{g, "auto: " + why}, nil
 		}
@@ -119,9 +161,16 @@ func choose(name string, device int) (Selection, error) {
 	return Selection{CPU{}, "auto fell back to cpu: " + strings.Join(reasons, "; ")}, nil
 }
 
-// open loads kind's runtime and probes device; the first library that
-// loads decides.
-func open(kind csrc.Kind, device int) (*GPU, string, error) {
+// visibleEnv lists the variables that narrow each runtime's devices.
+var visibleEnv = map[csrc.Kind][]string{
+	csrc.CUDA: {"CUDA_VISIBLE_DEVICES"},
+	csrc.HIP:  {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"},
+}
+
+// open loads kind's runtime and probes the device dev asks for; the first
+// library that loads decides. A local rank beyond the devices present
+// means device 0 when exactly one is visible.
+func open(kind csrc.Kind, dev wantDevice) (*GPU, string, error) {
 	env, libs := EnvCUDALib, CUDALibs
 	if kind == csrc.HIP {
 		env, libs = EnvHIPLib, HIPLibs
@@ -138,19 +187,29 @@ func open(kind csrc.Kind, device int) (*GPU, string, error) {
 		}
 		// A runtime is never unloaded: some do not survive dlclose.
 		n, err := rt.DeviceCount()
+		device, why := dev.n, dev.String()
 		switch {
 		case err != nil:
 			return nil, "", fmt.Errorf("%s: %w", lib, err)
 		case n == 0:
 			return nil, "", fmt.Errorf("%s: %w: device count is 0", lib, ErrNoDevice)
+		case device >= n && dev.local && n == 1:
+			device = 0
+			why = fmt.Sprintf("device 0: %s=%d but only one device is visible", dev.from, dev.n)
+			for _, v := range visibleEnv[kind] {
+				if val := os.Getenv(v); val != "" {
+					why += fmt.Sprintf(" (%s=%s)", v, val)
+					break
+				}
+			}
 		case device >= n:
-			return nil, "", fmt.Errorf("%s: %w: device %d asked for, %d present", lib, ErrNoDevice, device, n)
+			return nil, "", fmt.Errorf("%s: %w: %s asked for, %d present", lib, ErrNoDevice, why, n)
 		}
 		g := &GPU{rt: rt, device: device}
 		if err := g.probe(); err != nil {
 			return nil, "", fmt.Errorf("%s: probe of device %d: %w", lib, device, err)
 		}
-		return g, fmt.Sprintf("%s loaded, %d device(s), using %d", lib, n, device), nil
+		return g, fmt.Sprintf("%s loaded, %d device(s), using %s", lib, n, why), nil
 	}
 	return nil, "", fmt.Errorf("no library loads (tried %s)", strings.Join(missing, ", "))
 }

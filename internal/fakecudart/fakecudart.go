@@ -1,6 +1,8 @@
 // Package fakecudart builds the fake CUDA runtime of csrc/fakecudart for
 // tests: a shared library exporting the CUDA runtime's symbols, backed by
-// host memory, whose streams complete copies later from a thread.
+// host memory, whose streams (the legacy default stream included) run
+// copies, event records and event waits later, in order, from a thread.
+// The header of fakecudart.c documents its semantics and environment.
 package fakecudart
 
 import (
@@ -36,6 +38,13 @@ func Path(t testing.TB) string {
 		t.Fatalf("fakecudart: %v", err)
 	}
 	return built
+}
+
+// Build builds the library as Path does, for programs outside tests, and
+// returns its path or why it could not be built.
+func Build() (string, error) {
+	once.Do(func() { built, err = build() })
+	return built, err
 }
 
 func build() (string, error) {
