@@ -12,10 +12,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // tiny is a run small enough for a unit test.
 func tiny(t *testing.T, args ...string) *options {

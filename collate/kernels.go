@@ -3,7 +3,9 @@ package collate
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"sync/atomic"
 
 	"github.com/klauspost/cpuid/v2"
 
@@ -22,6 +24,9 @@ const (
 )
 
 func (p Path) String() string {
+	if p < PathGo || p > PathAVX512 {
+		return fmt.Sprintf("Path(%d)", int(p))
+	}
 	return [...]string{"go", "scalar", "avx2", "avx512"}[p]
 }
 
@@ -45,7 +50,13 @@ func Paths() []Path {
 	return p
 }
 
-var active = choosePath()
+// active holds the Path the kernels run. Each kernel call loads it once,
+// so it runs wholly on one path even while SetPath changes it.
+var active atomic.Int32
+
+func init() { active.Store(int32(choosePath())) }
+
+func activePath() Path { return Path(active.Load()) }
 
 func choosePath() Path {
 	paths := Paths()
@@ -64,11 +75,13 @@ func choosePath() Path {
 }
 
 // ActivePath returns the path the kernels run.
-func ActivePath() Path { return active }
+func ActivePath() Path { return activePath() }
 
 // SetPath makes the kernels run p and returns a function that restores the
 // previous path (for tests and benchmarks). It panics if the CPU cannot
-// run p.
+// run p. SetPath and restore are safe for concurrent use with each other
+// and with the kernels: a kernel call runs wholly on the path that was
+// active when it began.
 func SetPath(p Path) (restore func()) {
 	ok := false
 	for _, q := range Paths() {
@@ -77,13 +90,12 @@ func SetPath(p Path) (restore func()) {
 	if !ok {
 		panic(fmt.Sprintf("collate: SetPath(%s): this CPU cannot run it", p))
 	}
-	old := active
-	active = p
-	return func() { active = old }
+	old := active.Swap(int32(p))
+	return func() { active.Store(old) }
 }
 
-func cpath() csrc.Path {
-	switch active {
+func cpath(p Path) csrc.Path {
+	switch p {
 	case PathAVX2:
 		return csrc.AVX2
 	case PathAVX512:
@@ -113,8 +125,15 @@ func gather(dst, src Tensor, idx []int64, streaming bool) error {
 	if src.Rank() == 0 || dst.Rank() == 0 {
 		return fmt.Errorf("collate: gather: src %v and dst %v need a first dimension", src, dst)
 	}
-	row := len(src.data) / src.shape[0]
-	if dst.Rank() != src.Rank() || len(dst.data)/dst.shape[0] != row {
+	row, err := rowBytes("src", src)
+	if err != nil {
+		return err
+	}
+	drow, err := rowBytes("dst", dst)
+	if err != nil {
+		return err
+	}
+	if dst.Rank() != src.Rank() || drow != row {
 		return fmt.Errorf("collate: gather: dst %v rows differ from src %v rows", dst, src)
 	}
 	if len(idx) > dst.shape[0] {
@@ -125,12 +144,50 @@ func gather(dst, src Tensor, idx []int64, streaming bool) error {
 			return fmt.Errorf("collate: gather: index %d at position %d is out of range [0, %d)", i, pos, src.shape[0])
 		}
 	}
-	if active == PathGo {
+	p := activePath()
+	if p == PathGo {
 		gatherGo(dst.data, src.data, idx, row)
 		return nil
 	}
-	csrc.Gather(cpath(), dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
+	csrc.Gather(cpath(p), dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
 	return nil
+}
+
+// rowBytes returns the bytes of one row of t (its elements after the first
+// dimension), after checking that t's memory holds exactly its shape. t
+// has rank >= 1. Tensors made by MakeTensor and Layout pass; the check
+// keeps the C kernels in bounds whatever a Tensor holds.
+func rowBytes(what string, t Tensor) (int, error) {
+	row := t.dtype.Size()
+	if row == 0 {
+		return 0, fmt.Errorf("collate: gather: %s %v has an invalid dtype", what, t)
+	}
+	for _, d := range t.shape {
+		if d < 0 {
+			return 0, fmt.Errorf("collate: gather: %s %v has a negative dimension", what, t)
+		}
+	}
+	ok := true
+	for _, d := range t.shape[1:] {
+		row, ok = mulInt(row, d, ok)
+	}
+	size, ok := mulInt(t.shape[0], row, ok)
+	if !ok {
+		return 0, fmt.Errorf("collate: gather: %s %v is larger than the address space", what, t)
+	}
+	if size != len(t.data) {
+		return 0, fmt.Errorf("collate: gather: %s %v holds %d bytes, its shape needs %d", what, t, len(t.data), size)
+	}
+	return row, nil
+}
+
+// mulInt returns a*b for a, b >= 0, and ok && the product fits an int,
+// so that a chain of products reports any overflow at its end.
+func mulInt(a, b int, ok bool) (int, bool) {
+	if a < 0 || b < 0 || b > 0 && a > math.MaxInt/b {
+		return 0, false
+	}
+	return a * b, ok
 }
 
 // U8HWCToCHW is ToTensor and Normalize fused: h×w pixels of c uint8
@@ -138,11 +195,15 @@ func gather(dst, src Tensor, idx []int64, streaming bool) error {
 // channel, computed as float32(x)*scale + bias with scale = 1/(255·std)
 // and bias = -mean/std.
 func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) error {
+	hw, ok := mulInt(h, w, true)
+	n, ok := mulInt(hw, c, ok)
 	switch {
 	case h <= 0 || w <= 0 || c <= 0:
 		return fmt.Errorf("collate: u8 to chw: shape %dx%dx%d", h, w, c)
-	case len(src) != h*w*c || len(dst) != h*w*c:
-		return fmt.Errorf("collate: u8 to chw: %dx%dx%d needs %d values, src has %d and dst %d", h, w, c, h*w*c, len(src), len(dst))
+	case !ok:
+		return fmt.Errorf("collate: u8 to chw: shape %dx%dx%d overflows int", h, w, c)
+	case len(src) != n || len(dst) != n:
+		return fmt.Errorf("collate: u8 to chw: %dx%dx%d needs %d values, src has %d and dst %d", h, w, c, n, len(src), len(dst))
 	case len(mean) != c || len(std) != c:
 		return fmt.Errorf("collate: u8 to chw: %d channels, %d means and %d stds", c, len(mean), len(std))
 	}
@@ -154,11 +215,12 @@ func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) er
 		scale[i] = 1 / (255 * std[i])
 		bias[i] = -mean[i] / std[i]
 	}
-	if active == PathGo {
-		u8ToCHWGo(dst, src, h*w, c, scale, bias)
+	p := activePath()
+	if p == PathGo {
+		u8ToCHWGo(dst, src, hw, c, scale, bias)
 		return nil
 	}
-	csrc.U8HWCToF32CHW(cpath(), dst, src, h*w, c, scale, bias)
+	csrc.U8HWCToF32CHW(cpath(p), dst, src, hw, c, scale, bias)
 	return nil
 }
 
@@ -168,13 +230,14 @@ func convert[D, S any](op string, dst []D, src []S, ref func(S) D, c func(p csrc
 	if len(dst) < len(src) {
 		panic(fmt.Sprintf("collate: %s: dst holds %d values, src has %d", op, len(dst), len(src)))
 	}
-	if active == PathGo {
+	p := activePath()
+	if p == PathGo {
 		for i, v := range src {
 			dst[i] = ref(v)
 		}
 		return
 	}
-	c(cpath(), dst, src)
+	c(cpath(p), dst, src)
 }
 
 // F32ToF16 converts src to half precision, rounding to nearest even.
@@ -209,29 +272,40 @@ func FillNormal(dst []float32, key, stream uint64) { philox(dst, key, stream, tr
 func FillUniform(dst []float32, key, stream uint64) { philox(dst, key, stream, false) }
 
 func philox(dst []float32, key, stream uint64, normal bool) {
-	if active == PathGo {
+	p := activePath()
+	if p == PathGo {
 		philoxGo(dst, key, stream, 0, normal)
 		return
 	}
-	csrc.PhiloxFill(cpath(), dst, key, stream, 0, normal)
+	csrc.PhiloxFill(cpath(p), dst, key, stream, 0, normal)
 }
 
 // PadStack pads the n = len(lens) samples of a batch field in place: sample
 // i's lens[i] rows of row bytes move from i*maxlen*row to i*longest*row, and
-// the rows up to longest are filled with the element pattern pad.
+// the rows up to longest are filled with the element pattern pad. It
+// panics, as copy would, unless 0 <= lens[i] <= longest <= maxlen, buf
+// holds n*maxlen*row bytes and len(pad) divides row.
 func PadStack(buf []byte, lens []int64, maxlen, longest, row int, pad []byte) {
-	if need := len(lens) * maxlen * row; len(buf) < need {
+	need, ok := mulInt(len(lens), maxlen, true)
+	need, ok = mulInt(need, row, ok)
+	switch {
+	case maxlen < 0 || longest < 0 || row < 0:
+		panic(fmt.Sprintf("collate: PadStack: negative size: maxlen %d, longest %d, row %d", maxlen, longest, row))
+	case longest > maxlen:
+		panic(fmt.Sprintf("collate: PadStack: longest %d is more than maxlen %d", longest, maxlen))
+	case len(pad) == 0 || row%len(pad) != 0:
+		panic(fmt.Sprintf("collate: PadStack: pad of %d bytes does not divide rows of %d", len(pad), row))
+	case !ok:
+		panic(fmt.Sprintf("collate: PadStack: %d samples of %d rows of %d bytes overflow int", len(lens), maxlen, row))
+	case len(buf) < need:
 		panic(fmt.Sprintf("collate: PadStack: buffer of %d bytes, need %d", len(buf), need))
 	}
 	for i, n := range lens {
-		if n < 0 || n > int64(longest) || longest > maxlen {
+		if n < 0 || n > int64(longest) {
 			panic(fmt.Sprintf("collate: PadStack: sample %d has %d rows; longest %d, max %d", i, n, longest, maxlen))
 		}
 	}
-	if len(pad) == 0 || row%len(pad) != 0 {
-		panic(fmt.Sprintf("collate: PadStack: pad of %d bytes does not divide rows of %d", len(pad), row))
-	}
-	if active == PathGo {
+	if activePath() == PathGo {
 		padStackGo(buf, lens, maxlen, longest, row, pad)
 		return
 	}

@@ -310,12 +310,6 @@ func moments(x []float32) (mean, variance, kurtosis float64) {
 	return mean, m2, m4 / (m2 * m2)
 }
 
-func TestConversionsPanicOnAShortDst(t *testing.T) {
-	assert.PanicsWithValue(t, "collate: F32ToF16: dst holds 1 values, src has 2", func() {
-		collate.F32ToF16(make([]collate.F16, 1), []float32{1, 2})
-	})
-}
-
 func TestPadStackMatchesTheReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, tc := range []struct{ n, maxlen, row, elem int }{{1, 1, 4, 4}, {4, 10, 8, 4}, {7, 33, 6, 2}, {3, 5, 1, 1}, {16, 64, 64, 8}} {

@@ -1,3 +1,14 @@
+/* Floating point is never contracted into FMA, which rounds once where the
+ * Go reference rounds twice, whatever the compiler and its defaults (GCC's
+ * GNU modes and clang contract; GCC's target("avx512f") enables FMA). The
+ * flag that says so, -ffp-contract=off, is not on cgo's allowlist for
+ * #cgo CFLAGS, so these pragmas say it for every build of this file. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include "tb_kernels.h"
 
 #include <math.h>
@@ -58,7 +69,7 @@ AVX512 static void copy_nt_avx512(uint8_t *dst, const uint8_t *src, size_t n) {
 
 #endif
 
-void tb_gather(int path, uint8_t *dst, const uint8_t *src, const int64_t *idx, size_t n, size_t row, int nt) {
+size_t tb_gather(int path, uint8_t *dst, const uint8_t *src, size_t rows, const int64_t *idx, size_t n, size_t row, int nt) {
 	void (*copy)(uint8_t *, const uint8_t *, size_t) = copy_plain;
 #ifdef TB_X86
 	if (nt && path == TB_PATH_AVX2) {
@@ -70,7 +81,11 @@ void tb_gather(int path, uint8_t *dst, const uint8_t *src, const int64_t *idx, s
 	(void)path;
 	(void)nt;
 #endif
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+	for (; i < n; i++) {
+		if (idx[i] < 0 || (uint64_t)idx[i] >= rows) {
+			break;
+		}
 		copy(dst + i * row, src + (size_t)idx[i] * row, row);
 	}
 #ifdef TB_X86
@@ -78,6 +93,7 @@ void tb_gather(int path, uint8_t *dst, const uint8_t *src, const int64_t *idx, s
 		_mm_sfence();
 	}
 #endif
+	return i;
 }
 
 /* ---- uint8 HWC to float32 CHW ---- */
@@ -362,9 +378,12 @@ void tb_bf16_to_f32(int path, float *dst, const uint16_t *src, size_t n) {
 
 /* ---- pad-stack ---- */
 
-void tb_pad_stack(uint8_t *buf, const int64_t *lens, size_t n, size_t maxlen, size_t longest, size_t row,
-		  const uint8_t *pad, size_t elem) {
+size_t tb_pad_stack(uint8_t *buf, const int64_t *lens, size_t n, size_t maxlen, size_t longest, size_t row,
+		    const uint8_t *pad, size_t elem) {
 	for (size_t i = 0; i < n; i++) {
+		if (lens[i] < 0 || (uint64_t)lens[i] > longest) {
+			return i;
+		}
 		uint8_t *dst = buf + i * longest * row;
 		size_t len = (size_t)lens[i];
 		memmove(dst, buf + i * maxlen * row, len * row); /* dst <= src: ascending i is safe */
@@ -372,6 +391,7 @@ void tb_pad_stack(uint8_t *buf, const int64_t *lens, size_t n, size_t maxlen, si
 			memcpy(dst + b, pad, elem);
 		}
 	}
+	return n;
 }
 
 /* ---- Philox4x32-10 and Box-Muller ----

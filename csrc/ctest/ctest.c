@@ -1,6 +1,7 @@
 /* C unit tests of csrc, run by `make ctest` under ASan and UBSan. The GPU
  * runtime is the fake libcudart that TB_FAKE_CUDART points at. */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static void test_fake_runtime(const char *path) {
 	}
 	long (*live)(void) = (long (*)(void))dlsym(rt.lib, "tbfake_live_allocs");
 	CHECK(live != NULL, "the fake exports tbfake_live_allocs");
-	CHECK(tb_runtime_symbols() == 18, "%d symbols", tb_runtime_symbols());
+	CHECK(tb_runtime_symbols() == 20, "%d symbols", tb_runtime_symbols());
 
 	int n = -1;
 	CHECK(rt.get_device_count(&n) == TB_SUCCESS && n == 1, "device count %d", n);
@@ -52,6 +53,8 @@ static void test_fake_runtime(const char *path) {
 	CHECK(rt.set_device(3) == TB_ERR_INVALID_DEVICE, "set device 3");
 	CHECK(strcmp(rt.get_error_name(TB_ERR_NO_DEVICE), "cudaErrorNoDevice") == 0, "%s", rt.get_error_name(100));
 	CHECK(strcmp(rt.get_error_string(TB_ERR_INVALID_VALUE), "invalid argument") == 0, "%s", rt.get_error_string(1));
+	CHECK(strcmp(rt.get_error_name(TB_ERR_INVALID_HANDLE), "cudaErrorInvalidResourceHandle") == 0, "%s", rt.get_error_name(400));
+	CHECK(strcmp(rt.get_error_string(TB_ERR_INVALID_HANDLE), "invalid resource handle") == 0, "%s", rt.get_error_string(400));
 
 	enum { N = 1 << 16 };
 	unsigned char *host = NULL, *dev = NULL, *back = NULL;
@@ -95,6 +98,218 @@ static void test_fake_runtime(const char *path) {
 	CHECK(live() == 0, "%ld allocations leaked", live());
 	tb_runtime_close(&rt);
 	CHECK(rt.lib == NULL && rt.malloc == NULL, "close clears the table");
+}
+
+/* A fake runtime with its test hooks, opened for one test. */
+typedef struct {
+	tb_runtime rt;
+	long (*live_allocs)(void), (*live_streams)(void), (*live_events)(void);
+} fake_rt;
+
+static int fake_open(fake_rt *f, const char *path) {
+	char err[512];
+	if (tb_runtime_open(&f->rt, TB_KIND_CUDA, path, err, sizeof err) != 0) {
+		CHECK(0, "open %s: %s", path, err);
+		return -1;
+	}
+	f->live_allocs = (long (*)(void))dlsym(f->rt.lib, "tbfake_live_allocs");
+	f->live_streams = (long (*)(void))dlsym(f->rt.lib, "tbfake_live_streams");
+	f->live_events = (long (*)(void))dlsym(f->rt.lib, "tbfake_live_events");
+	CHECK(f->live_allocs && f->live_streams && f->live_events, "the fake exports its hooks");
+	return f->live_allocs && f->live_streams && f->live_events ? 0 : -1;
+}
+
+/* fake_close checks that nothing leaked and unloads the library. */
+static void fake_close(fake_rt *f, const char *test) {
+	CHECK(f->live_allocs() == 0, "%s: %ld allocations leaked", test, f->live_allocs());
+	CHECK(f->live_streams() == 0, "%s: %ld streams leaked", test, f->live_streams());
+	CHECK(f->live_events() == 0, "%s: %ld events leaked", test, f->live_events());
+	tb_runtime_close(&f->rt);
+}
+
+static void set_delay(long us) {
+	char v[32];
+	snprintf(v, sizeof v, "%ld", us);
+	setenv("TB_FAKE_COPY_DELAY_US", v, 1);
+}
+
+enum { SLOW_US = 300000, BYTES = 1 << 16 };
+
+/* A late copy on stream B reads device memory that a slow copy on stream A
+ * writes: it sees the new data only when B waits for A's event. */
+static void test_stream_wait_event(const char *path) {
+	fake_rt f;
+	if (fake_open(&f, path) != 0) {
+		return;
+	}
+	tb_runtime *rt = &f.rt;
+	unsigned char *host = NULL, *back = NULL, *dev = NULL;
+	rt->host_alloc((void **)&host, BYTES, TB_HOST_ALLOC_PORTABLE);
+	rt->host_alloc((void **)&back, BYTES, TB_HOST_ALLOC_PORTABLE);
+	rt->malloc((void **)&dev, BYTES);
+	tb_stream_t a = NULL, b = NULL;
+	tb_event_t e = NULL, never = NULL;
+	CHECK(rt->stream_create(&a, TB_STREAM_NON_BLOCKING) == 0 && rt->stream_create(&b, TB_STREAM_NON_BLOCKING) == 0, "streams");
+	CHECK(rt->event_create(&e, TB_EVENT_DISABLE_TIMING) == 0 && rt->event_create(&never, TB_EVENT_DISABLE_TIMING) == 0, "events");
+	CHECK(rt->stream_wait_event(b, e, 1) == TB_ERR_INVALID_VALUE, "flags other than 0");
+	CHECK(rt->stream_wait_event(b, NULL, 0) == TB_ERR_INVALID_HANDLE, "no event");
+
+	for (int wait = 0; wait < 2; wait++) {
+		memset(host, 'O', BYTES);
+		CHECK(rt->memcpy(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE) == 0, "old data");
+		memset(host, 'N', BYTES);
+		set_delay(SLOW_US);
+		CHECK(rt->memcpy_async(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, a) == 0, "slow copy");
+		CHECK(rt->event_record(e, a) == 0, "record");
+		if (wait) {
+			CHECK(rt->stream_wait_event(b, e, 0) == 0, "wait");
+		}
+		set_delay(0);
+		CHECK(rt->memcpy_async(back, dev, BYTES, TB_MEMCPY_DEVICE_TO_HOST, b) == 0, "read back");
+		CHECK(rt->stream_synchronize(b) == 0, "sync b");
+		if (wait) {
+			CHECK(rt->event_query(e) == 0, "b ran before the event it waits for");
+			CHECK(back[0] == 'N' && back[BYTES - 1] == 'N', "with the wait: read %c, want N", back[0]);
+		} else {
+			/* The negative control: the fake does catch a missing wait. */
+			CHECK(rt->event_query(e) == TB_ERR_NOT_READY, "a %d ms copy finished at once", SLOW_US / 1000);
+			CHECK(back[0] == 'O', "without the wait: read %c, want the stale O", back[0]);
+		}
+		CHECK(rt->stream_synchronize(a) == 0, "sync a");
+	}
+
+	/* A wait captures the record current at the call: an event never
+	 * recorded is no wait, and recording it later changes nothing. */
+	set_delay(SLOW_US);
+	CHECK(rt->stream_wait_event(b, never, 0) == 0, "wait on an event never recorded");
+	CHECK(rt->memcpy_async(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, a) == 0, "slow copy");
+	CHECK(rt->event_record(never, a) == 0, "record after the wait");
+	set_delay(0);
+	CHECK(rt->event_record(e, b) == 0, "record on b");
+	CHECK(rt->event_synchronize(e) == 0, "b's event");
+	CHECK(rt->event_query(never) == TB_ERR_NOT_READY, "b waited for a record made after its wait");
+	/* Destroying a stream whose wait is pending waits for the other stream. */
+	CHECK(rt->stream_wait_event(b, never, 0) == 0, "wait on the slow copy");
+	CHECK(rt->event_record(e, b) == 0, "record after the wait");
+	CHECK(rt->event_destroy(never) == 0, "destroy an event with a pending record");
+	CHECK(rt->stream_destroy(b) == 0, "destroy b");
+	CHECK(rt->event_query(e) == 0, "b was destroyed before its work ran");
+	CHECK(rt->stream_destroy(a) == 0, "destroy a");
+
+	CHECK(rt->event_destroy(e) == 0, "event destroy");
+	CHECK(rt->free(dev) == 0 && rt->host_free(host) == 0 && rt->host_free(back) == 0, "free");
+	fake_close(&f, "stream wait event");
+}
+
+/* The legacy default stream (NULL) waits for the blocking streams of its
+ * device, and they for it; non-blocking streams are not ordered with it. */
+static void test_legacy_stream(const char *path) {
+	fake_rt f;
+	if (fake_open(&f, path) != 0) {
+		return;
+	}
+	tb_runtime *rt = &f.rt;
+	unsigned char *host = NULL, *back = NULL, *dev = NULL;
+	rt->host_alloc((void **)&host, BYTES, TB_HOST_ALLOC_PORTABLE);
+	rt->host_alloc((void **)&back, BYTES, TB_HOST_ALLOC_PORTABLE);
+	rt->malloc((void **)&dev, BYTES);
+	tb_stream_t blocking = NULL, nonblocking = NULL;
+	tb_event_t slow = NULL, legacy = NULL;
+	CHECK(rt->stream_create(&blocking, TB_STREAM_DEFAULT) == 0, "blocking stream");
+	CHECK(rt->stream_create(&nonblocking, TB_STREAM_NON_BLOCKING) == 0, "non-blocking stream");
+	CHECK(rt->stream_create(&nonblocking, 8) == TB_ERR_INVALID_VALUE, "unknown flags");
+	CHECK(rt->event_create(&slow, TB_EVENT_DISABLE_TIMING) == 0 && rt->event_create(&legacy, TB_EVENT_DISABLE_TIMING) == 0, "events");
+
+	memset(host, 'N', BYTES);
+	set_delay(SLOW_US);
+	CHECK(rt->memcpy_async(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, blocking) == 0, "slow copy");
+	CHECK(rt->event_record(slow, blocking) == 0, "record");
+	CHECK(rt->event_record(legacy, NULL) == 0, "record on the legacy stream");
+	CHECK(rt->event_query(legacy) == TB_ERR_NOT_READY, "the legacy stream did not wait for a blocking stream");
+	CHECK(rt->event_synchronize(legacy) == 0, "sync");
+	CHECK(rt->event_query(slow) == 0, "the legacy stream ran before the blocking stream's work");
+	/* And the blocking stream waits for the legacy stream. */
+	CHECK(rt->memcpy_async(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, NULL) == 0, "slow copy on the legacy stream");
+	CHECK(rt->event_record(legacy, NULL) == 0, "record");
+	set_delay(0);
+	CHECK(rt->event_record(slow, blocking) == 0, "record on the blocking stream");
+	CHECK(rt->event_query(legacy) == TB_ERR_NOT_READY, "a slow copy on the legacy stream finished at once");
+	CHECK(rt->event_synchronize(slow) == 0 && rt->event_query(legacy) == 0, "the blocking stream ran before the legacy stream's work");
+
+	/* A non-blocking stream's work is not waited for. */
+	set_delay(SLOW_US);
+	CHECK(rt->memcpy_async(dev, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, nonblocking) == 0, "slow copy");
+	CHECK(rt->event_record(slow, nonblocking) == 0, "record");
+	CHECK(rt->event_record(legacy, NULL) == 0, "record on the legacy stream");
+	CHECK(rt->event_synchronize(legacy) == 0, "sync");
+	CHECK(rt->event_query(slow) == TB_ERR_NOT_READY, "the legacy stream waited for a non-blocking stream");
+	/* cudaMemcpy is ordered on the legacy stream. (host is still being
+	 * read by the copy on the non-blocking stream.) */
+	memset(back, 'M', BYTES);
+	CHECK(rt->memcpy_async(dev, back, BYTES, TB_MEMCPY_HOST_TO_DEVICE, blocking) == 0, "slow copy");
+	set_delay(0);
+	unsigned char got[16];
+	CHECK(rt->memcpy(got, dev, sizeof got, TB_MEMCPY_DEVICE_TO_HOST) == 0, "synchronous copy");
+	CHECK(got[0] == 'M', "cudaMemcpy ran before a blocking stream's copy: %c", got[0]);
+	CHECK(rt->device_synchronize() == 0, "device sync");
+	CHECK(rt->event_query(slow) == 0, "device sync left work on the non-blocking stream");
+	CHECK(rt->stream_synchronize(NULL) == 0, "sync the legacy stream");
+
+	CHECK(rt->event_destroy(slow) == 0 && rt->event_destroy(legacy) == 0, "event destroy");
+	CHECK(rt->stream_destroy(blocking) == 0 && rt->stream_destroy(nonblocking) == 0, "stream destroy");
+	CHECK(rt->free(dev) == 0 && rt->host_free(host) == 0 && rt->host_free(back) == 0, "free");
+	fake_close(&f, "legacy stream");
+}
+
+/* Streams, events and memory belong to the device current at their
+ * creation; the current device is per thread. */
+static void test_devices(const char *path) {
+	fake_rt f;
+	if (fake_open(&f, path) != 0) {
+		return;
+	}
+	tb_runtime *rt = &f.rt;
+	setenv("TB_FAKE_DEVICES", "2", 1);
+	set_delay(0);
+	unsigned char *host = NULL, *dev0 = NULL, *dev1 = NULL;
+	rt->host_alloc((void **)&host, BYTES, TB_HOST_ALLOC_PORTABLE);
+	tb_stream_t s0 = NULL, s1 = NULL;
+	tb_event_t e0 = NULL, e1 = NULL;
+	CHECK(rt->set_device(0) == 0, "device 0");
+	rt->malloc((void **)&dev0, BYTES);
+	CHECK(rt->stream_create(&s0, TB_STREAM_NON_BLOCKING) == 0 && rt->event_create(&e0, TB_EVENT_DISABLE_TIMING) == 0, "device 0's");
+	CHECK(rt->set_device(1) == 0, "device 1");
+	rt->malloc((void **)&dev1, BYTES);
+	CHECK(rt->stream_create(&s1, TB_STREAM_NON_BLOCKING) == 0 && rt->event_create(&e1, TB_EVENT_DISABLE_TIMING) == 0, "device 1's");
+	CHECK(rt->set_device(0) == 0, "device 0");
+
+	/* As in CUDA: an event is recorded only on a stream of its device, and
+	 * the legacy stream is the current device's. */
+	CHECK(rt->event_record(e0, s1) == TB_ERR_INVALID_HANDLE, "device 0's event on device 1's stream");
+	CHECK(rt->event_record(e1, NULL) == TB_ERR_INVALID_HANDLE, "device 1's event on device 0's legacy stream");
+	CHECK(rt->event_record(e1, s1) == 0, "an event on its stream, from another device");
+	CHECK(rt->memcpy_async(dev1, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, s1) == 0, "a copy on another device's stream");
+	CHECK(rt->stream_wait_event(s0, e1, 0) == 0, "a wait across devices");
+	/* Stricter than CUDA: the stream's device must be current. */
+	setenv("TB_FAKE_STRICT_DEVICE", "1", 1);
+	CHECK(rt->memcpy_async(dev1, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, s1) == TB_ERR_INVALID_HANDLE, "strict: copy");
+	CHECK(rt->event_record(e1, s1) == TB_ERR_INVALID_HANDLE, "strict: record");
+	CHECK(rt->stream_wait_event(s1, e0, 0) == TB_ERR_INVALID_HANDLE, "strict: wait");
+	CHECK(rt->memcpy_async(dev1, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, s0) == TB_ERR_INVALID_VALUE, "strict: device 1's memory on device 0's stream");
+	CHECK(rt->memcpy_async(dev0 + 8, host, 8, TB_MEMCPY_HOST_TO_DEVICE, s0) == 0, "strict: device 0's memory on its stream");
+	CHECK(rt->set_device(1) == 0, "device 1");
+	CHECK(rt->memcpy_async(dev1, host, BYTES, TB_MEMCPY_HOST_TO_DEVICE, s1) == 0, "strict: copy on the current device");
+	CHECK(rt->event_record(e1, s1) == 0 && rt->event_record(e1, NULL) == 0, "strict: record on the current device");
+	CHECK(rt->stream_wait_event(s1, e0, 0) == 0, "strict: wait on the current device");
+	unsetenv("TB_FAKE_STRICT_DEVICE");
+	CHECK(rt->device_synchronize() == 0 && rt->event_query(e1) == 0, "device 1 synchronized");
+	CHECK(rt->set_device(0) == 0, "device 0");
+
+	CHECK(rt->event_destroy(e0) == 0 && rt->event_destroy(e1) == 0, "event destroy");
+	CHECK(rt->stream_destroy(s0) == 0 && rt->stream_destroy(s1) == 0, "stream destroy");
+	CHECK(rt->free(dev0) == 0 && rt->free(dev1) == 0 && rt->host_free(host) == 0, "free");
+	unsetenv("TB_FAKE_DEVICES");
+	fake_close(&f, "devices");
 }
 
 /* The paths this CPU runs. */
@@ -169,10 +384,43 @@ static void test_kernels(void) {
 	for (int i = 0; i < 24; i++) {
 		buf[i] = (uint8_t)i;
 	}
-	tb_pad_stack(buf, lens, 3, 4, 3, 2, pad, 2);
+	CHECK(tb_pad_stack(buf, lens, 3, 4, 3, 2, pad, 2) == 3, "pad stack does every sample");
 	const uint8_t want[18] = {0, 1, 2, 3, 0xaa, 0xbb, 0xaa, 0xbb, 0xaa, 0xbb, 0xaa, 0xbb, 16, 17, 18, 19, 20, 21};
 	CHECK(memcmp(buf, want, sizeof want) == 0, "pad stack");
 	free(buf);
+}
+
+/* A bad index or length stops the kernel where it is, before any access
+ * out of bounds (ASan would report one). */
+static void test_kernel_bounds(void) {
+	int p[3], np = paths(p);
+	uint8_t src[3 * 40], dst[4 * 40];
+	for (size_t i = 0; i < sizeof src; i++) {
+		src[i] = (uint8_t)i;
+	}
+	for (int k = 0; k < np; k++) {
+		for (int nt = 0; nt <= 1; nt++) {
+			const int64_t good[4] = {2, 0, 1, 2};
+			memset(dst, 0, sizeof dst);
+			CHECK(tb_gather(p[k], dst, src, 3, good, 4, 40, nt) == 4, "gather path %d nt %d", p[k], nt);
+			CHECK(memcmp(dst, src + 80, 40) == 0 && memcmp(dst + 40, src, 40) == 0, "gather path %d nt %d", p[k], nt);
+			const int64_t bad[3][4] = {{0, 1, 3, 0}, {0, -1, 0, 0}, {INT64_MIN, 0, 0, 0}};
+			const size_t at[3] = {2, 1, 0};
+			for (int b = 0; b < 3; b++) {
+				memset(dst, 0xee, sizeof dst);
+				CHECK(tb_gather(p[k], dst, src, 3, bad[b], 4, 40, nt) == at[b], "gather stops at a bad index, case %d", b);
+				CHECK(at[b] == 0 || memcmp(dst, src, 40) == 0, "rows before it are copied, case %d", b);
+				CHECK(dst[at[b] * 40] == 0xee, "the bad row is not, case %d", b);
+			}
+		}
+	}
+	uint8_t buf[3 * 4 * 2], pad[2] = {0xaa, 0xbb};
+	const int64_t lens[3][3] = {{1, 5, 0}, {1, -1, 0}, {INT64_MIN, 0, 0}};
+	const size_t at[3] = {1, 1, 0};
+	for (int b = 0; b < 3; b++) {
+		memset(buf, 0, sizeof buf);
+		CHECK(tb_pad_stack(buf, lens[b], 3, 4, 3, 2, pad, 2) == at[b], "pad stack stops at a bad length, case %d", b);
+	}
 }
 
 int main(void) {
@@ -183,7 +431,11 @@ int main(void) {
 	}
 	test_open_errors();
 	test_fake_runtime(fake);
+	test_stream_wait_event(fake);
+	test_legacy_stream(fake);
+	test_devices(fake);
 	test_kernels();
+	test_kernel_bounds();
 	printf("%d passed, %d failed\n", checks - failures, failures);
 	return failures != 0;
 }
