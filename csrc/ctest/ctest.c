@@ -243,10 +243,13 @@ static void test_legacy_stream(const char *path) {
 	CHECK(rt->event_record(legacy, NULL) == 0, "record on the legacy stream");
 	CHECK(rt->event_synchronize(legacy) == 0, "sync");
 	CHECK(rt->event_query(slow) == TB_ERR_NOT_READY, "the legacy stream waited for a non-blocking stream");
-	/* cudaMemcpy is ordered on the legacy stream. (host is still being
-	 * read by the copy on the non-blocking stream.) */
+	CHECK(rt->event_synchronize(slow) == 0, "sync"); /* its copy would race the one below */
+	/* cudaMemcpy is ordered on the legacy stream; device sync waits for
+	 * every stream, non-blocking ones too (a slow copy into the upper half). */
+	CHECK(rt->memcpy_async(dev + BYTES / 2, host, BYTES / 2, TB_MEMCPY_HOST_TO_DEVICE, nonblocking) == 0, "slow copy");
+	CHECK(rt->event_record(slow, nonblocking) == 0, "record");
 	memset(back, 'M', BYTES);
-	CHECK(rt->memcpy_async(dev, back, BYTES, TB_MEMCPY_HOST_TO_DEVICE, blocking) == 0, "slow copy");
+	CHECK(rt->memcpy_async(dev, back, BYTES / 2, TB_MEMCPY_HOST_TO_DEVICE, blocking) == 0, "slow copy");
 	set_delay(0);
 	unsigned char got[16];
 	CHECK(rt->memcpy(got, dev, sizeof got, TB_MEMCPY_DEVICE_TO_HOST) == 0, "synchronous copy");
