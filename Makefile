@@ -4,7 +4,7 @@ CC      ?= gcc
 export CGO_ENABLED := 1
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all test race ctest vet lint bench bench-quick bench-peer deps clean
+.PHONY: all test race ctest vet lint bench bench-quick bench-peer soak deps clean
 
 all: test
 
@@ -26,6 +26,7 @@ vet:
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod or go.sum (of the root module): run it"; exit 1; }
 
 # C unit tests of csrc under AddressSanitizer and UndefinedBehaviorSanitizer.
 CTEST_FLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
@@ -39,7 +40,8 @@ bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_kernel
 
 bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
 	@mkdir -p bin
-	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -shared -fPIC -D_GNU_SOURCE -o $@ $< -lpthread
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-shared -fPIC -D_GNU_SOURCE -o $@ $< -lpthread
 
 bench: deps
 	$(GO) run ./bench
@@ -49,6 +51,12 @@ bench-quick: deps
 
 bench-peer: deps
 	$(GO) run ./bench -peer=only
+
+# Fault-injection soak of the engine (bench/soak): random configs, injected
+# faults, every invariant checked; prints its figures, fails on a violation.
+SOAK_DURATION ?= 60s
+soak:
+	$(GO) run ./bench/soak -duration $(SOAK_DURATION)
 
 clean:
 	rm -rf bin bench/results
