@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/term"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/classic"
@@ -133,7 +134,7 @@ func run(o *options, out io.Writer) error {
 			add(fmt.Sprintf("tensorbatch workers=%d no step, between two plain loops", w), func() error {
 				before := plainRate(o)
 				rec, err := runLoader(o, "efficiency", w, true, steady, 0)
-				rec.PlainPerCore = (before + plainRate(o)) / 2
+				rec.PlainPerCore = stat.Mean([]float64{before, plainRate(o)}, nil)
 				return res.add(rec, err)
 			})
 		}
@@ -143,6 +144,7 @@ func run(o *options, out io.Writer) error {
 			})
 		}
 		add("host-to-device bandwidth", func() error { return res.h2dTable(o) })
+		add("autotune against fixed settings", func() error { return res.autotuneTable(o) })
 	}
 	if p != nil {
 		stepMS := float64(o.step) / 1e6
@@ -157,7 +159,7 @@ func run(o *options, out io.Writer) error {
 				}
 				rec, err := p.run(o, "efficiency", "fork", w, true, steady, 0)
 				after, err2 := p.plainRate(o)
-				rec.PlainPerCore = (before + after) / 2
+				rec.PlainPerCore = stat.Mean([]float64{before, after}, nil)
 				return res.add(rec, errors.Join(err, err2))
 			})
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/tensorbatch/tensorbatch/collate"
 )
 
@@ -21,6 +23,7 @@ type results struct {
 	peerVersion string
 	records     []Record
 	h2d         []h2dRow
+	tune        []tuneRow
 	elapsed     time.Duration
 }
 
@@ -111,19 +114,20 @@ func (r *results) markdown(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nPyTorch's bytes copied are counted from DataLoader's code path (collate's stack, plus pin_memory's copy when CUDA is present), not measured.")
 	r.h2dMarkdown(w)
+	r.tuneMarkdown(w)
 }
 
 // later is the mean wall (or steady) time of the epochs after the first.
 func later(r Record, steady bool) float64 {
-	sum := 0.0
+	var s []float64
 	for _, e := range r.Epochs[1:] {
 		if steady {
-			sum += e.SteadyS
+			s = append(s, e.SteadyS)
 		} else {
-			sum += e.WallS
+			s = append(s, e.WallS)
 		}
 	}
-	return sum / float64(len(r.Epochs)-1)
+	return stat.Mean(s, nil)
 }
 
 func num(ok bool, v float64, prec int) string {
@@ -154,7 +158,7 @@ func (r *results) write(dir string, w io.Writer) error {
 	}
 	doc := map[string]any{"machine": r.machine, "samples": r.opts.samples, "batch": r.opts.batch,
 		"step_ms": float64(r.opts.step) / 1e6, "peer": r.peerVersion,
-		"records": r.records, "h2d": r.h2d, "rng": r.opts.rng, "kernels": collate.ActivePath().String()}
+		"records": r.records, "h2d": r.h2d, "autotune": r.tune, "rng": r.opts.rng, "kernels": collate.ActivePath().String()}
 	js, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err

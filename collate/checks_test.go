@@ -40,7 +40,8 @@ func TestU8HWCToCHWRejectsBadArguments(t *testing.T) {
 		// h*w wraps to 0: the old check passed with empty slices.
 		{"hw overflows to 0", nil, nil, 1 << 32, 1 << 32, 1, ones(1), ones(1), "shape 4294967296x4294967296x1 overflows int"},
 		{"maximal dimensions", nil, nil, math.MaxInt, math.MaxInt, math.MaxInt, nil, nil, "overflows int"},
-		{"zero height", nil, nil, 0, 1, 1, ones(1), ones(1), "collate: u8 to chw: shape 0x1x1"},
+		{"zero height, long dst", make([]float32, 1), nil, 0, 1, 1, ones(1), ones(1), "0x1x1 needs 0 values, src has 0 and dst 1"},
+		{"zero channels, a mean", nil, nil, 2, 2, 0, ones(1), nil, "0 channels, 1 means and 0 stds"},
 		{"negative width", nil, nil, 1, -1, 1, ones(1), ones(1), "collate: u8 to chw: shape 1x-1x1"},
 		{"negative channels", nil, nil, 1, 1, -3, nil, nil, "collate: u8 to chw: shape 1x1x-3"},
 		{"short src", make([]float32, 6), make([]uint8, 5), 1, 2, 3, ones(3), ones(3), "1x2x3 needs 6 values, src has 5 and dst 6"},

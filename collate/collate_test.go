@@ -22,6 +22,8 @@ func TestDTypeSizesAndNames(t *testing.T) {
 		{collate.Uint8, 1, "uint8"}, {collate.Int32, 4, "int32"}, {collate.Int64, 8, "int64"},
 		{collate.Float16, 2, "float16"}, {collate.BFloat16, 2, "bfloat16"},
 		{collate.Float32, 4, "float32"}, {collate.Float64, 8, "float64"},
+		{collate.Int8, 1, "int8"}, {collate.Int16, 2, "int16"}, {collate.Uint16, 2, "uint16"},
+		{collate.Uint32, 4, "uint32"}, {collate.Bool, 1, "bool"},
 		{0, 0, "DType(0)"}, {99, 0, "DType(99)"},
 	} {
 		assert.Equal(t, tc.size, tc.d.Size(), tc.name)
@@ -46,7 +48,7 @@ func TestSchemaValidate(t *testing.T) {
 		{collate.Schema{img, img}, `fields 0 and 1 are both named "image"`},
 		{collate.Schema{{Name: "x"}}, `field "x" has invalid dtype DType(0)`},
 		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -1}}}, `field "x": only the first dimension may be Dynamic`},
-		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -2}}}, `field "x": dimension 1 is -2, want > 0`},
+		{collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -2}}}, `field "x": dimension 1 is -2, want >= 0`},
 		{collate.Schema{{Name: "tokens", DType: collate.Int32, Shape: []int{collate.Dynamic}, MaxLen: 128}}, ""},
 		{collate.Schema{{Name: "tokens", DType: collate.Int32, Shape: []int{collate.Dynamic}}}, `field "tokens": a Dynamic first dimension needs MaxLen > 0, got 0`},
 		{collate.Schema{{Name: "x", DType: collate.Int32, Shape: []int{4}, MaxLen: 9}}, `field "x": MaxLen and Pad are for a Dynamic first dimension`},

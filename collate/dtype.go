@@ -1,12 +1,16 @@
 package collate
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // DType is the element type of a tensor.
 type DType uint8
 
 // The element types. The zero DType is invalid, so a Field whose DType was
-// left unset is caught by Schema.Validate.
+// left unset is caught by Schema.Validate. New types are added at the end:
+// the numeric values never change, so they may be persisted.
 const (
 	Uint8 DType = iota + 1
 	Int32
@@ -15,6 +19,14 @@ const (
 	BFloat16
 	Float32
 	Float64
+	Int8
+	Int16
+	Uint16
+	Uint32
+	// Bool is PyTorch's torch.bool: one byte a value, viewed as Go's bool,
+	// so every byte of a Bool tensor must be 0 or 1 (Fill must not write
+	// anything else into one; the loader zeroes samples and pads with 0 or 1).
+	Bool
 )
 
 var dtypeInfo = [...]struct {
@@ -28,6 +40,11 @@ var dtypeInfo = [...]struct {
 	BFloat16: {"bfloat16", 2},
 	Float32:  {"float32", 4},
 	Float64:  {"float64", 8},
+	Int8:     {"int8", 1},
+	Int16:    {"int16", 2},
+	Uint16:   {"uint16", 2},
+	Uint32:   {"uint32", 4},
+	Bool:     {"bool", 1},
 }
 
 // Valid reports whether d is one of the defined element types.
@@ -56,9 +73,11 @@ type F16 uint16
 // bit pattern.
 type BF16 uint16
 
-// Element is the set of Go types that view tensor elements, one per DType.
+// Element is the set of Go types that view tensor elements, one per DType:
+// uint8, int32, int64, F16, BF16, float32, float64, int8, int16, uint16,
+// uint32 and bool, in DType order.
 type Element interface {
-	uint8 | int32 | int64 | F16 | BF16 | float32 | float64
+	uint8 | int32 | int64 | F16 | BF16 | float32 | float64 | int8 | int16 | uint16 | uint32 | bool
 }
 
 // DTypeOf returns the DType whose elements are viewed as T.
@@ -77,7 +96,29 @@ func DTypeOf[T Element]() DType {
 		return BFloat16
 	case float32:
 		return Float32
+	case int8:
+		return Int8
+	case int16:
+		return Int16
+	case uint16:
+		return Uint16
+	case uint32:
+		return Uint32
+	case bool:
+		return Bool
 	default: // float64: Element admits nothing else
 		return Float64
 	}
+}
+
+// dtypeNames lists the valid DTypes' names, for messages.
+func dtypeNames() string {
+	var b strings.Builder
+	for d := Uint8; d.Valid(); d++ {
+		if d > Uint8 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.String())
+	}
+	return b.String()
 }

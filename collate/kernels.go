@@ -193,12 +193,13 @@ func mulInt(a, b int, ok bool) (int, bool) {
 // U8HWCToCHW is ToTensor and Normalize fused: h×w pixels of c uint8
 // channels (HWC) become float32 CHW, x/255 normalized by mean and std per
 // channel, computed as float32(x)*scale + bias with scale = 1/(255·std)
-// and bias = -mean/std.
+// and bias = -mean/std. A dimension may be 0 (an empty image): then
+// nothing is written, but the lengths are still checked.
 func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) error {
 	hw, ok := mulInt(h, w, true)
 	n, ok := mulInt(hw, c, ok)
 	switch {
-	case h <= 0 || w <= 0 || c <= 0:
+	case h < 0 || w < 0 || c < 0:
 		return fmt.Errorf("collate: u8 to chw: shape %dx%dx%d", h, w, c)
 	case !ok:
 		return fmt.Errorf("collate: u8 to chw: shape %dx%dx%d overflows int", h, w, c)

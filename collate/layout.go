@@ -9,7 +9,8 @@ const Align = 256
 
 // Layout places the fields of up to Cap samples in one buffer: field i
 // occupies Cap×Field.Bytes() bytes from an Align-aligned offset, so a whole
-// batch is one allocation and one host-to-device copy.
+// batch is one allocation and one host-to-device copy. A field with a 0
+// dimension occupies no bytes; its views are empty.
 type Layout struct {
 	schema  Schema
 	cap     int
@@ -39,6 +40,10 @@ func NewLayout(s Schema, capacity int) (*Layout, error) {
 		}
 		l.size += (n*capacity + Align - 1) &^ (Align - 1)
 	}
+	// A field with a 0 dimension takes no bytes; a buffer of only such
+	// fields still takes Align bytes, since memory of 0 bytes cannot be
+	// allocated (pinned or on a device).
+	l.size = max(l.size, Align)
 	return l, nil
 }
 
@@ -48,7 +53,8 @@ func (l *Layout) Schema() Schema { return l.schema }
 // Cap returns the number of samples the layout holds.
 func (l *Layout) Cap() int { return l.cap }
 
-// Size returns the bytes of a buffer that holds the layout.
+// Size returns the bytes of a buffer that holds the layout; at least Align,
+// even when every field is empty.
 func (l *Layout) Size() int { return l.size }
 
 // Offset returns the byte offset of field i.

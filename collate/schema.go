@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -16,7 +17,7 @@ const Dynamic = -1
 type Field struct {
 	Name  string
 	DType DType
-	Shape []int // per-sample shape; nil or empty is a scalar; Shape[0] may be Dynamic
+	Shape []int // per-sample shape; nil or empty is a scalar; Shape[0] may be Dynamic; a dimension may be 0
 
 	MaxLen int     // the most rows a sample of a Dynamic field has
 	Pad    float64 // the value a Dynamic field is padded with, in DType
@@ -50,7 +51,9 @@ func (f Field) Elems() int {
 	return n
 }
 
-// PadBytes returns f.Pad encoded as one element of f.DType.
+// PadBytes returns f.Pad encoded as one element of f.DType: converted as
+// Go converts a float64 to the integer type, rounded to nearest even for
+// the float types, and 1 for a non-zero Pad of a Bool field.
 func (f Field) PadBytes() []byte {
 	b := make([]byte, f.DType.Size())
 	var u uint64
@@ -69,6 +72,18 @@ func (f Field) PadBytes() []byte {
 		u = uint64(math.Float32bits(float32(f.Pad)))
 	case Float64:
 		u = math.Float64bits(f.Pad)
+	case Int8:
+		u = uint64(uint8(int8(f.Pad)))
+	case Int16:
+		u = uint64(uint16(int16(f.Pad)))
+	case Uint16:
+		u = uint64(uint16(f.Pad))
+	case Uint32:
+		u = uint64(uint32(f.Pad))
+	case Bool:
+		if f.Pad != 0 {
+			u = 1
+		}
 	}
 	for i := range b {
 		b[i] = byte(u >> (8 * i))
@@ -93,8 +108,10 @@ var ErrSchema = errors.New("invalid schema")
 const maxSampleBytes = 1 << 40
 
 // Validate checks that s has at least one field, that names are non-empty
-// and unique, that every DType is valid and every dimension positive. The
-// error names the field at fault.
+// and unique, that every DType is valid and every dimension >= 0. A
+// dimension may be 0, as in torch.zeros(3, 0): the field then holds no
+// elements and takes no bytes (a Dynamic first dimension still needs
+// MaxLen > 0). The error names the field at fault.
 func (s Schema) Validate() error {
 	if len(s) == 0 {
 		return fmt.Errorf("collate: %w: no fields", ErrSchema)
@@ -105,7 +122,7 @@ func (s Schema) Validate() error {
 		case f.Name == "":
 			return fmt.Errorf("collate: %w: field %d has an empty name", ErrSchema, i)
 		case !f.DType.Valid():
-			return fmt.Errorf("collate: %w: field %q has invalid dtype %v (want one of uint8, int32, int64, float16, bfloat16, float32, float64)", ErrSchema, f.Name, f.DType)
+			return fmt.Errorf("collate: %w: field %q has invalid dtype %v (want one of %s)", ErrSchema, f.Name, f.DType, dtypeNames())
 		}
 		if j, dup := seen[f.Name]; dup {
 			return fmt.Errorf("collate: %w: fields %d and %d are both named %q", ErrSchema, j, i, f.Name)
@@ -117,7 +134,10 @@ func (s Schema) Validate() error {
 		case !f.IsDynamic() && (f.MaxLen != 0 || f.Pad != 0):
 			return fmt.Errorf("collate: %w: field %q: MaxLen and Pad are for a Dynamic first dimension", ErrSchema, f.Name)
 		}
-		bytes := f.DType.Size()
+		// bytes is the product of the non-zero dimensions: bounded even for
+		// a field that holds nothing, so no product of its dimensions, in
+		// any order, overflows.
+		bytes, empty := f.DType.Size(), false
 		for k, d := range f.Shape {
 			if k == 0 && d == Dynamic {
 				d = f.MaxLen
@@ -125,10 +145,17 @@ func (s Schema) Validate() error {
 			if d == Dynamic {
 				return fmt.Errorf("collate: %w: field %q: only the first dimension may be Dynamic", ErrSchema, f.Name)
 			}
-			if d <= 0 {
-				return fmt.Errorf("collate: %w: field %q: dimension %d is %d, want > 0", ErrSchema, f.Name, k, d)
+			if d < 0 {
+				return fmt.Errorf("collate: %w: field %q: dimension %d is %d, want >= 0", ErrSchema, f.Name, k, d)
+			}
+			if d == 0 {
+				empty = true
+				continue
 			}
 			if bytes > maxSampleBytes/d {
+				if empty || slices.Contains(f.Shape[k:], 0) {
+					return fmt.Errorf("collate: %w: field %q: shape %v: its non-zero dimensions multiply to more than %d bytes", ErrSchema, f.Name, f.Shape, maxSampleBytes)
+				}
 				return fmt.Errorf("collate: %w: field %q: shape %v is larger than %d bytes a sample", ErrSchema, f.Name, f.Shape, maxSampleBytes)
 			}
 			bytes *= d

@@ -1,14 +1,22 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 )
 
-// AutoWorkers, as Config.Workers, starts one worker per available CPU
-// (GOMAXPROCS).
+// AutoWorkers, as Config.Workers, starts one worker goroutine per
+// available CPU (GOMAXPROCS) and lets the loader tune how many of them
+// work, online, from the consumer's waits: it starts with one and adds
+// workers while the training loop waits for data (see AutoPrefetch for
+// the window). Idle workers cost nothing. Config().Workers reports the
+// goroutines. A Fill that blocks on I/O may want more workers than CPUs:
+// set Workers.
 const AutoWorkers = -1
 
 // DefaultPrefetchFactor is the batches in flight per worker when
@@ -25,14 +33,21 @@ type Config struct {
 	Shuffle bool
 	// Seed seeds the shuffle and every sample's RNG (Slot.Rand).
 	Seed uint64
-	// DropLast drops the last batch when it is short.
+	// DropLast drops the last batch when it is short (DataLoader's
+	// drop_last). It does not change how the epoch is split across ranks:
+	// see ShardDropLast.
 	DropLast bool
+	// ShardDropLast cuts the epoch's order down to a multiple of the world
+	// size instead of padding it with its first indices
+	// (DistributedSampler's drop_last).
+	ShardDropLast bool
 
 	// Workers is the number of worker goroutines; 0 loads in the consumer's
 	// goroutine (PyTorch's num_workers=0); AutoWorkers is one per CPU.
 	Workers int
 	// PrefetchFactor is the batches in flight per worker; 0 means
-	// DefaultPrefetchFactor; ignored when Workers is 0.
+	// DefaultPrefetchFactor; AutoPrefetch tunes it online from 1 up to
+	// DefaultPrefetchFactor, never more; ignored when Workers is 0.
 	PrefetchFactor int
 	// RestartWorkers starts the workers at every epoch and stops them at its
 	// end, as PyTorch's persistent_workers=False. By default workers persist
@@ -47,6 +62,34 @@ type Config struct {
 	// the range loop nor Close hangs. With Workers 0 only the ctx deadline
 	// applies.
 	Timeout time.Duration
+
+	// WorkerInit, when set, runs once on each worker goroutine as it
+	// starts, before its first Fill (PyTorch's worker_init_fn): at the
+	// loader's first epoch for persistent workers, at every epoch with
+	// RestartWorkers. Slot.Worker gives the same id in Fill, to index
+	// per-worker state. An error or panic ends the epoch with an error
+	// naming the worker; the worker tries again at the next epoch. Not
+	// called with Workers 0.
+	WorkerInit WorkerIniter
+	// OutOfOrder delivers each batch as soon as it is complete instead of
+	// in sampler order (PyTorch's in_order=False): a slow sample no longer
+	// holds back the batches after it. Each batch is still the same, bit
+	// for bit; only the order they arrive in varies. An error is delivered
+	// when its batch completes.
+	OutOfOrder bool
+	// OnError says what a failing sample does; the zero value fails the
+	// epoch at the sample's batch.
+	OnError ErrorPolicy
+	// Resume, when set, is a State saved by Loader.State: the loader's
+	// first Epoch(ctx, Resume.Epoch) continues right after the batch the
+	// State was taken after, with the same batches, bit for bit, as the
+	// uninterrupted run (for the same world size and batch size), whatever
+	// Workers and PrefetchFactor are. A state of another dataset length,
+	// schema or seed is refused by New, naming the mismatch.
+	Resume *State
+	// LogEvery, when positive, logs one progress line through slog every
+	// LogEvery batches: epoch, batch, rate and the data-bound fraction.
+	LogEvery int
 
 	// Sampler replaces the sequential or shuffled order. Not with Shuffle or
 	// BatchSampler.
@@ -69,7 +112,7 @@ type Config struct {
 	// Rank and WorldSize shard every epoch across the processes of a
 	// distributed job, which must share Seed: each rank loads every
 	// WorldSize-th sample of the common order, padded to an even split
-	// (or cut, with DropLast), as PyTorch's DistributedSampler. With
+	// (or cut, with ShardDropLast), as PyTorch's DistributedSampler. With
 	// WorldSize 0 they come from the environment of the launcher that
 	// started the process, the innermost when launchers nest (torchrun's
 	// RANK and WORLD_SIZE, then Open MPI's OMPI_COMM_WORLD_RANK and
@@ -107,24 +150,53 @@ type Config struct {
 	Backend string
 }
 
-// validate checks c against a dataset of n samples and returns the config
-// with defaults filled in.
+// WorkerIniter sets up a worker goroutine (Config.WorkerInit). It is an
+// interface, not a func field, so that Config stays comparable.
+type WorkerIniter interface {
+	InitWorker(ctx context.Context, worker int) error
+}
+
+// WorkerInitFunc adapts a function to WorkerIniter:
+// Config{WorkerInit: engine.WorkerInitFunc(f)}.
+type WorkerInitFunc func(ctx context.Context, worker int) error
+
+// InitWorker calls f.
+func (f WorkerInitFunc) InitWorker(ctx context.Context, worker int) error { return f(ctx, worker) }
+
+// Bounds that keep a Config's arithmetic and allocations sane.
+const (
+	maxWorkers = 1 << 16
+	maxWindow  = 1 << 20 // batches in flight
+)
+
+// validate checks c and returns the config with defaults filled in.
 func (c Config) validate() (Config, error) {
 	switch {
 	case c.BatchSize < 0:
 		return c, configError("BatchSize", "%d, want > 0 (or 0 for the default, 1)", c.BatchSize)
 	case c.Workers < AutoWorkers:
 		return c, configError("Workers", "%d, want >= 0, or AutoWorkers (-1) for one per CPU", c.Workers)
-	case c.PrefetchFactor < 0:
-		return c, configError("PrefetchFactor", "%d, want > 0 (or 0 for the default, %d)", c.PrefetchFactor, DefaultPrefetchFactor)
+	case c.PrefetchFactor < AutoPrefetch:
+		return c, configError("PrefetchFactor", "%d, want > 0, or 0 for the default (%d), or AutoPrefetch (-1)", c.PrefetchFactor, DefaultPrefetchFactor)
 	case c.Timeout < 0:
 		return c, configError("Timeout", "%v, want >= 0 (0 means none)", c.Timeout)
+	case c.Workers > maxWorkers:
+		return c, configError("Workers", "%d, more than %d", c.Workers, maxWorkers)
+	case c.PrefetchFactor > maxWindow:
+		return c, configError("PrefetchFactor", "%d, more than %d", c.PrefetchFactor, maxWindow)
+	case c.Workers > 0 && c.PrefetchFactor > 0 && c.Workers*c.PrefetchFactor > maxWindow:
+		return c, configError("PrefetchFactor", "%d × %d workers is %d batches in flight, more than %d", c.PrefetchFactor, c.Workers, c.Workers*c.PrefetchFactor, maxWindow)
 	case c.MaxPinnedBytes < 0:
 		return c, configError("MaxPinnedBytes", "%d, want >= 0 (0 means no cap)", c.MaxPinnedBytes)
+	case c.LogEvery < 0:
+		return c, configError("LogEvery", "%d, want >= 0 (0 means no progress lines)", c.LogEvery)
 	case c.Sampler != nil && c.Shuffle:
 		return c, configError("Sampler", "set together with Shuffle; a custom sampler gives its own order")
 	case c.BatchSampler != nil && (c.BatchSize != 0 || c.DropLast || c.Shuffle || c.Sampler != nil):
 		return c, configError("BatchSampler", "set together with BatchSize, DropLast, Shuffle or Sampler; the batch sampler decides those")
+	}
+	if err := c.OnError.validate(); err != nil {
+		return c, err
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1
@@ -132,7 +204,7 @@ func (c Config) validate() (Config, error) {
 	if c.Workers == AutoWorkers {
 		c.Workers = runtime.GOMAXPROCS(0)
 	}
-	if c.PrefetchFactor == 0 {
+	if c.PrefetchFactor == 0 || c.PrefetchFactor == AutoPrefetch {
 		c.PrefetchFactor = DefaultPrefetchFactor
 	}
 	return c, nil
@@ -153,4 +225,41 @@ func (c Config) window() int {
 		return 1
 	}
 	return c.Workers * c.PrefetchFactor
+}
+
+// LogValue makes a Config print as its effective settings with log/slog:
+// slog.Info("loader", "config", l.Config()) shows what a run used, defaults
+// filled in.
+func (c Config) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.Int("batch_size", c.BatchSize),
+		slog.Bool("shuffle", c.Shuffle),
+		slog.Uint64("seed", c.Seed),
+		slog.Bool("drop_last", c.DropLast),
+		slog.Bool("shard_drop_last", c.ShardDropLast),
+		slog.Int("workers", c.Workers),
+		slog.Int("prefetch_factor", c.PrefetchFactor),
+		slog.Int("window", c.window()),
+		slog.Bool("restart_workers", c.RestartWorkers),
+		slog.Bool("out_of_order", c.OutOfOrder),
+		slog.Duration("timeout", c.Timeout),
+		slog.Bool("skip_zero", c.SkipZero),
+		slog.Int64("max_pinned_bytes", c.MaxPinnedBytes),
+		slog.Int("rank", c.Rank),
+		slog.Int("world_size", c.WorldSize),
+		slog.Bool("write_combined", c.WriteCombined),
+		slog.String("backend", c.Backend),
+		slog.String("stream", fmt.Sprintf("%#x", c.Stream)),
+		slog.String("on_error", fmt.Sprintf("%+v", c.OnError)),
+	}
+	if c.Sampler != nil {
+		attrs = append(attrs, slog.String("sampler", fmt.Sprintf("%T", c.Sampler)))
+	}
+	if c.BatchSampler != nil {
+		attrs = append(attrs, slog.String("batch_sampler", fmt.Sprintf("%T", c.BatchSampler)))
+	}
+	if c.Resume != nil {
+		attrs = append(attrs, slog.Int("resume_epoch", c.Resume.Epoch), slog.Int("resume_position", c.Resume.Position))
+	}
+	return slog.GroupValue(attrs...)
 }

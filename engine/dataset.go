@@ -38,6 +38,8 @@ func (d funcDataset) Fill(ctx context.Context, s *Slot) error { return d.fill(ct
 // valid only during the Fill call it was given to.
 type Slot struct {
 	index, epoch int
+	worker       int // the worker filling it; -1 for the consumer's goroutine
+	seedIndex    int // the index Rand and Seed are keyed by: the loader's, even while a wrapper (Concat, Subset) re-points index
 	pos          int // position in the batch
 	seed         uint64
 	layout       *collate.Layout
@@ -52,6 +54,7 @@ type Slot struct {
 // would give it.
 func NewSlot(seed uint64, epoch, index int, layout *collate.Layout, buf []byte, pos int) *Slot {
 	s := newSlot(seed)
+	s.worker = -1
 	s.reset(epoch, index, pos, layout, buf)
 	return s
 }
@@ -64,7 +67,7 @@ func newSlot(seed uint64) *Slot {
 
 // reset points the slot at sample index, position pos of the batch in buf.
 func (s *Slot) reset(epoch, index, pos int, layout *collate.Layout, buf []byte) {
-	s.epoch, s.index, s.pos, s.layout, s.buf = epoch, index, pos, layout, buf
+	s.epoch, s.index, s.seedIndex, s.pos, s.layout, s.buf = epoch, index, index, pos, layout, buf
 	s.pcg.Seed(SampleSeed(s.seed, epoch, index))
 }
 
@@ -74,13 +77,22 @@ func (s *Slot) Index() int { return s.index }
 // Epoch returns the epoch the sample is loaded in.
 func (s *Slot) Epoch() int { return s.epoch }
 
+// Worker returns the id of the worker goroutine filling the sample, from 0
+// to Workers-1 (PyTorch's get_worker_info().id), or -1 for the consumer's
+// goroutine (Workers 0) and for a NewSlot. Use it to index per-worker state
+// set up by Config.WorkerInit; never to vary the sample, which must be the
+// same whichever worker fills it.
+func (s *Slot) Worker() int { return s.worker }
+
 // Rand returns the sample's RNG: a PCG seeded from (Seed, Epoch, Index), so
-// the sample's random draws are the same whichever worker fills it.
+// the sample's random draws are the same whichever worker fills it. Inside
+// a wrapped dataset (Concat, Subset, RandomSplit) Index is the inner
+// dataset's, but Rand and Seed stay keyed by the loader's index.
 func (s *Slot) Rand() *rand.Rand { return s.rng }
 
 // Seed returns the words that seed Rand (see SampleSeed), for code that
 // keys its own generator by the sample.
-func (s *Slot) Seed() (uint64, uint64) { return SampleSeed(s.seed, s.epoch, s.index) }
+func (s *Slot) Seed() (uint64, uint64) { return SampleSeed(s.seed, s.epoch, s.seedIndex) }
 
 // Tensor returns the view of field name for this sample: its place in the
 // pinned batch buffer. It panics, listing the schema's fields, when there

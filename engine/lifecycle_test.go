@@ -51,9 +51,9 @@ func TestBadDatasetsAreErrors(t *testing.T) {
 	_, err := engine.New(nil, engine.Config{})
 	assert.ErrorContains(t, err, "nil Dataset")
 
-	_, err = engine.New(engine.DatasetFunc(3, collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{0}}}, fillIndex), engine.Config{})
+	_, err = engine.New(engine.DatasetFunc(3, collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, -2}}}, fillIndex), engine.Config{})
 	assert.ErrorContains(t, err, `Dataset.Schema`)
-	assert.ErrorContains(t, err, `field "x": dimension 0 is 0`)
+	assert.ErrorContains(t, err, `field "x": dimension 1 is -2, want >= 0`)
 
 	_, err = engine.New(engine.DatasetFunc(-1, indexSchema, fillIndex), engine.Config{})
 	assert.ErrorContains(t, err, "Dataset.Len is -1")

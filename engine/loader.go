@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"math/big"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,19 @@ type Loader struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	tune    *tuner   // guarded by the active run's mu
+	pos     position // where the epochs stand, for State
+	resumed bool     // Config.Resume has been applied
+
 	batches, samples, copied, toDevice atomic.Int64
 	abandoned, leaked                  atomic.Int64
+	retried, skipped                   atomic.Int64
+	stats                              stages
+	epochNanos                         atomic.Int64 // time inside finished epochs
+
+	statsMu     sync.Mutex
+	skippedList []SkippedSample
+	epochStart  time.Time // of the running epoch; zero when none runs
 }
 
 // New returns a loader of ds configured by cfg. An invalid config gives an
@@ -50,6 +62,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if ds == nil {
 		return nil, errors.New("engine: New: nil Dataset")
 	}
+	autoWorkers, autoPrefetch := cfg.Workers == AutoWorkers, cfg.PrefetchFactor == AutoPrefetch && cfg.Workers != 0
 	cfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
@@ -58,7 +71,8 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := schema.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: Dataset.Schema: %w", err)
 	}
-	if _, err := datasetLen(ds); err != nil {
+	n, err := datasetLen(ds)
+	if err != nil {
 		return nil, err
 	}
 	full, dyn := withLengths(schema)
@@ -96,9 +110,16 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		l.gpu = g
 		l.dpool = pinned.NewDevicePool(g, cfg.MaxPinnedBytes)
 	}
+	l.tune = newTuner(cfg, autoWorkers, autoPrefetch)
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
+	if cfg.Resume != nil {
+		if err := l.checkResume(cfg.Resume, n); err != nil {
+			return nil, err
+		}
+	}
+	l.logger.Debug("tensorbatch: loader", "config", cfg)
 	return l, nil
 }
 
@@ -119,10 +140,11 @@ func (l *Loader) Config() Config { return l.cfg }
 // sharded over.
 func (l *Loader) Shard() Shard { return l.shard }
 
-// batchSampler returns the batch sampler for a dataset of n samples.
-func (l *Loader) batchSampler(n int) BatchSampler {
+// batchSampler returns the batch sampler for a dataset of n samples,
+// skipping the first skip units of the epoch's global order.
+func (l *Loader) batchSampler(n, skip int) BatchSampler {
 	if l.bs != nil {
-		return shardedBatches{l.bs, l.shard}
+		return shardedBatches{l.bs, l.shard, skip}
 	}
 	s := l.cfg.Sampler
 	switch {
@@ -132,7 +154,7 @@ func (l *Loader) batchSampler(n int) BatchSampler {
 	default:
 		s = Sequential{N: n}
 	}
-	return Batched{Sampler: sharded{s, l.shard, l.cfg.DropLast}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
+	return Batched{Sampler: sharded{s, l.shard, l.cfg.ShardDropLast, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
 }
 
 // Epoch returns the batches of epoch, in sampler order. Ranging over it
@@ -154,9 +176,13 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 				yield(nil, err)
 				return
 			}
+			if b == nil { // every sample skipped (Config.OnError)
+				continue
+			}
 			if !yieldBatch(yield, b) {
 				return
 			}
+			l.progress(r, b)
 		}
 	}
 }
@@ -184,10 +210,20 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	case l.active != nil:
 		return nil, ErrBusy
 	}
-	batches, err := l.epochBatches(epoch)
+	var resume *State
+	if st := l.cfg.Resume; st != nil && !l.resumed && epoch == st.Epoch {
+		resume = st
+	}
+	var skip int
+	if resume != nil {
+		skip = resume.Position
+	}
+	batches, err := l.epochBatches(epoch, skip)
 	if err != nil {
 		return nil, err
 	}
+	numbers := l.track(epoch, resume, batches)
+	batches = dropDone(batches, numbers, l.pos.offset)
 	capacity := 0
 	for _, b := range batches {
 		capacity = max(capacity, len(b))
@@ -221,6 +257,7 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	r := newRun(ctx, l, epoch, batches, workers)
+	r.offset, r.numbers = l.pos.offset, numbers
 	r.wg.Add(len(workers))
 	for _, w := range workers {
 		if w.runs != nil {
@@ -230,7 +267,67 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	l.active = r
+	l.resumed = l.resumed || resume != nil
+	l.statsMu.Lock()
+	l.epochStart = time.Now()
+	l.statsMu.Unlock()
 	return r, nil
+}
+
+// track starts the position of an epoch of batches, resumed from st when
+// set, and returns the batch numbers of an out-of-order resume (nil
+// otherwise: batch k is number offset+k). Called with l.mu held.
+func (l *Loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
+	unit := l.shard.WorldSize
+	if l.bs == nil {
+		unit *= l.cfg.BatchSize
+	}
+	p := position{epoch: epoch, unit: unit, delivered: make([]bool, len(batches)), batches: len(batches), ran: true}
+	if st != nil {
+		p.base, p.offset = st.Position, st.Position/unit
+		if len(st.Done) > 0 {
+			numbers = make([]int, 0, len(batches))
+			for i := range batches {
+				if slices.Contains(st.Done, p.offset+i) {
+					p.deliver(p.offset + i)
+				} else {
+					numbers = append(numbers, p.offset+i)
+				}
+			}
+		}
+	}
+	l.pos = p
+	return numbers
+}
+
+// dropDone keeps the batches whose numbers (offset + position) are listed,
+// when numbers is set.
+func dropDone(batches [][]int, numbers []int, offset int) [][]int {
+	if numbers == nil {
+		return batches
+	}
+	keep := make([][]int, len(numbers))
+	for i, k := range numbers {
+		keep[i] = batches[k-offset]
+	}
+	return keep
+}
+
+// delivered records batch number k of the running epoch as consumed: handed
+// to the consumer, or skipped whole.
+func (l *Loader) delivered(k int) {
+	l.mu.Lock()
+	l.pos.deliver(k)
+	l.mu.Unlock()
+}
+
+// progress logs a progress line every Config.LogEvery batches.
+func (l *Loader) progress(r *run, b *Batch) {
+	if e := l.cfg.LogEvery; e > 0 && l.batches.Load()%int64(e) == 0 {
+		st := l.Stats()
+		l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", len(r.batches)+r.offset,
+			"batches", st.Batches, "data_bound", fmt.Sprintf("%.1f%%", 100*st.DataBound), "in_flight", st.InFlight)
+	}
 }
 
 // startWorker starts persistent worker id. Called with l.mu held.
@@ -263,8 +360,9 @@ func datasetLen(ds Dataset) (n int, err error) {
 }
 
 // epochBatches returns the batches of epoch from the dataset's length at
-// this epoch, checked, with a panic of a sampler turned into an error.
-func (l *Loader) epochBatches(epoch int) (batches [][]int, err error) {
+// this epoch, checked, with a panic of a sampler turned into an error,
+// skipping the first skip units of the epoch's global order.
+func (l *Loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
 	n, err := datasetLen(l.ds)
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
@@ -274,7 +372,7 @@ func (l *Loader) epochBatches(epoch int) (batches [][]int, err error) {
 			err = fmt.Errorf("engine: the sampler of epoch %d over %d samples: %w", epoch, n, panicError(v))
 		}
 	}()
-	batches = l.batchSampler(n).Batches(epoch)
+	batches = l.batchSampler(n, skip).Batches(epoch)
 	if err := checkBatches(batches, n); err != nil {
 		return nil, err
 	}
@@ -335,6 +433,10 @@ func (l *Loader) finish(r *run) {
 	l.mu.Lock()
 	l.active = nil
 	l.mu.Unlock()
+	l.statsMu.Lock()
+	l.epochNanos.Add(int64(time.Since(l.epochStart)))
+	l.epochStart = time.Time{}
+	l.statsMu.Unlock()
 }
 
 // release recycles the buffers of a delivered batch. On a GPU backend it
@@ -433,14 +535,40 @@ func (l *Loader) Close() error {
 	return l.closeErr
 }
 
-// Stats is a snapshot of a loader's counters.
+// Stats is a snapshot of a loader's counters. Times and histograms cover
+// every epoch so far, the running one included.
 type Stats struct {
 	Batches       int64 // batches delivered
-	Samples       int64 // samples filled
+	Samples       int64 // samples filled (a retried sample once)
 	BytesCopied   int64 // bytes the loader copied into batch buffers (0 on the Fill path)
 	BytesToDevice int64 // bytes copied host to device
 	Pool          pinned.PoolStats
 	DevicePool    pinned.PoolStats // zero on the cpu backend
+	// MaxPinnedBytes is the cap on Pool (and DevicePool) bytes; 0: none.
+	MaxPinnedBytes int64
+	// InFlight is the batches started and not yet taken by the consumer;
+	// Window the most allowed now, and ActiveWorkers the workers at work
+	// (both tuned online with AutoPrefetch and AutoWorkers).
+	InFlight, Window, ActiveWorkers int
+
+	// ConsumerWait is the time the range loop spent waiting for batches
+	// (with Workers 0, loading them); EpochTime the time spent inside
+	// epochs; DataBound their ratio: the fraction of the training loop's
+	// time that went to waiting for data. Near 0, the GPU is the limit.
+	ConsumerWait time.Duration
+	EpochTime    time.Duration
+	DataBound    float64
+
+	// Latencies: one Fill (a sample), the padding and compaction of a
+	// batch, issuing its device copy, and the consumer's wait for a batch.
+	Fill, Pad, Copy, Wait Histogram
+
+	// Retried counts fills retried under Config.OnError; Skipped the
+	// samples skipped, the first 1000 of which SkippedSamples lists.
+	Retried        int64
+	Skipped        int64
+	SkippedSamples []SkippedSample
+
 	// Abandoned counts worker goroutines left behind in a Fill that ran
 	// past Timeout and ignored its ctx; each still runs until its Fill
 	// returns, then ends without touching anything.
@@ -453,16 +581,72 @@ type Stats struct {
 // Stats returns the loader's counters.
 func (l *Loader) Stats() Stats {
 	s := Stats{
-		Batches:       l.batches.Load(),
-		Samples:       l.samples.Load(),
-		BytesCopied:   l.copied.Load(),
-		BytesToDevice: l.toDevice.Load(),
-		Pool:          l.pool.Stats(),
-		Abandoned:     l.abandoned.Load(),
-		LeakedBytes:   l.leaked.Load(),
+		Batches:        l.batches.Load(),
+		Samples:        l.samples.Load(),
+		BytesCopied:    l.copied.Load(),
+		BytesToDevice:  l.toDevice.Load(),
+		Pool:           l.pool.Stats(),
+		MaxPinnedBytes: l.cfg.MaxPinnedBytes,
+		Fill:           l.stats.fill.snapshot(),
+		Pad:            l.stats.pad.snapshot(),
+		Copy:           l.stats.copy.snapshot(),
+		Wait:           l.stats.wait.snapshot(),
+		Retried:        l.retried.Load(),
+		Skipped:        l.skipped.Load(),
+		Abandoned:      l.abandoned.Load(),
+		LeakedBytes:    l.leaked.Load(),
 	}
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
+	s.ConsumerWait = s.Wait.Sum
+	l.statsMu.Lock()
+	s.EpochTime = time.Duration(l.epochNanos.Load())
+	if !l.epochStart.IsZero() {
+		s.EpochTime += time.Since(l.epochStart)
+	}
+	s.SkippedSamples = slices.Clone(l.skippedList)
+	l.statsMu.Unlock()
+	if s.EpochTime > 0 {
+		s.DataBound = min(1, float64(s.ConsumerWait)/float64(s.EpochTime))
+	}
+	l.mu.Lock()
+	if r := l.active; r != nil {
+		r.mu.Lock()
+		s.InFlight = r.started - r.taken
+		s.Window, s.ActiveWorkers = l.tune.limit(r.window), l.tune.active
+		r.mu.Unlock()
+	} else {
+		s.Window, s.ActiveWorkers = l.tune.limit(l.cfg.window()), l.tune.active
+	}
+	l.mu.Unlock()
 	return s
+}
+
+// Len returns the number of batches an epoch delivers on this rank, as
+// len(loader) in PyTorch, or 0 when the dataset's Len is invalid. With a
+// custom Sampler or BatchSampler it counts epoch 0's; an epoch resumed
+// from Config.Resume delivers fewer.
+func (l *Loader) Len() int {
+	n, err := datasetLen(l.ds)
+	if err != nil {
+		return 0
+	}
+	if l.bs == nil && l.cfg.Sampler == nil {
+		m, w, b := n, l.shard.WorldSize, l.cfg.BatchSize
+		if w > 1 && l.cfg.ShardDropLast {
+			m = n / w
+		} else if w > 1 {
+			m = (n + w - 1) / w
+		}
+		if l.cfg.DropLast {
+			return m / b
+		}
+		return (m + b - 1) / b
+	}
+	batches, err := l.epochBatches(0, 0)
+	if err != nil {
+		return 0
+	}
+	return len(batches)
 }

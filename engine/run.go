@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,8 @@ type run struct {
 	epoch   int
 	batches [][]int
 	layout  *collate.Layout
-	window  int
+	window  int    // the ring's size: the most batches ever in flight
+	tune    *tuner // the batches in flight now and the active workers
 	workers []*worker
 	bf      BatchFiller // the dataset, when it fills whole batches
 	ctx     context.Context
@@ -41,12 +43,18 @@ type run struct {
 	starting bool          // a worker is getting the buffer of batch started
 	taken    int           // batches taken by the consumer
 	ring     []*pending    // batch k at ring[k%window], from start to take
+	skipped  int           // samples skipped so far (Config.OnError), counted in delivery order
+	budget   int           // samples the epoch may skip
 	stopped  bool
 	err      error // a failure of the run itself (not of a sample)
+
+	offset  int   // the number of batch 0 (a resumed epoch starts past 0)
+	numbers []int // with an out-of-order resume, batch k's number; nil: offset+k
 }
 
 // pending is a started batch.
 type pending struct {
+	k        int // its number in the epoch
 	buf      *pinned.Buffer
 	longest  []int          // each Dynamic field's longest sample, once complete
 	dev      *pinned.Buffer // its device copy; nil on the cpu backend
@@ -56,6 +64,14 @@ type pending struct {
 	leaked   bool           // an abandoned worker may still write buf; guarded by run.mu
 	err      error          // a *SampleError at the lowest position, or the copy's error; guarded by run.mu
 	errPos   int
+	failed   []failure // samples to skip (Config.OnError), in position order once complete; guarded by run.mu
+	idx      []int     // the indices delivered, when samples were skipped
+}
+
+// failure is a sample that failed under a skip policy.
+type failure struct {
+	pos int
+	err *SampleError
 }
 
 func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers []*worker) *run {
@@ -65,10 +81,18 @@ func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers 
 		batches: batches,
 		layout:  l.layout,
 		window:  l.cfg.window(),
+		tune:    l.tune,
 		workers: workers,
 		changed: make(chan struct{}),
 	}
 	r.ring = make([]*pending, r.window)
+	r.budget = l.cfg.OnError.budget(len(batches), func() int {
+		n := 0
+		for _, b := range batches {
+			n += len(b)
+		}
+		return n
+	})
 	r.bf, _ = l.ds.(BatchFiller)
 	r.cond = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
@@ -116,16 +140,22 @@ func (r *run) fail(err error) {
 // claim returns the next sample to fill: its batch, batch number, position
 // and dataset index. ok is false when there is nothing to claim: the run is
 // over or stopped, or, when !block, the window is full.
-func (r *run) claim(block bool) (p *pending, k, pos, index int, ok bool) {
+func (r *run) claim(w *worker, block bool) (p *pending, k, pos, index int, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
 		if r.stopped || r.nb >= len(r.batches) {
 			return nil, 0, 0, 0, false
 		}
+		if w.id >= r.tune.active && w.id >= 0 { // not among the workers the tuner has active
+			r.cond.Wait()
+			continue
+		}
 		k = r.nb
 		if r.started == k { // the cursor is at a batch nobody has started
-			if r.starting || k >= r.taken+r.window {
+			full := r.started-r.taken >= r.tune.limit(r.window)
+			r.tune.full = r.tune.full || full
+			if r.starting || full || r.ring[k%r.window] != nil {
 				if !block {
 					return nil, 0, 0, 0, false
 				}
@@ -169,7 +199,7 @@ func (r *run) startBatch(k int) bool {
 		r.fail(fmt.Errorf("engine: buffer for batch %d of epoch %d: %w", k, r.epoch, err))
 		return false
 	}
-	p := &pending{buf: buf}
+	p := &pending{k: k, buf: buf}
 	p.left.Store(int32(len(r.batches[k])))
 	r.ring[k%r.window] = p
 	r.started++
@@ -182,8 +212,11 @@ func (r *run) startBatch(k int) bool {
 // woken from its training step, would otherwise wait for a preemption
 // (10 ms) before it could take the next batch.
 func (r *run) work(w *worker, block bool) {
+	if !r.initWorker(w) {
+		return
+	}
 	for {
-		p, k, pos, index, ok := r.claim(block)
+		p, k, pos, index, ok := r.claim(w, block)
 		if !ok {
 			return
 		}
@@ -201,6 +234,32 @@ func (r *run) work(w *worker, block bool) {
 	}
 }
 
+// initWorker runs Config.WorkerInit once on w's goroutine, before its
+// first Fill; a failure ends the run with an error naming the worker, and
+// the worker tries again at its next run. Reports whether w may work.
+func (r *run) initWorker(w *worker) bool {
+	init := r.l.cfg.WorkerInit
+	if init == nil || w.inited || w.id < 0 {
+		return true
+	}
+	err := func() (err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("%w\n%s", panicError(v), debug.Stack())
+			}
+		}()
+		return init.InitWorker(r.ctx, w.id)
+	}()
+	if err != nil {
+		r.mu.Lock()
+		r.fail(fmt.Errorf("engine: Config.WorkerInit of worker %d: %w", w.id, err))
+		r.mu.Unlock()
+		return false
+	}
+	w.inited = true
+	return true
+}
+
 // workOnce is the life of a per-epoch worker (Config.RestartWorkers).
 func (r *run) workOnce(w *worker) {
 	r.work(w, true)
@@ -210,22 +269,33 @@ func (r *run) workOnce(w *worker) {
 	}
 }
 
-// fill runs the dataset's Fill for one sample and counts its batch down.
+// fill runs the dataset's Fill for one sample, retried as Config.OnError
+// says, and counts its batch down.
 func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	s := w.slot
-	s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes())
-	if !r.l.cfg.SkipZero {
-		for i := range r.layout.Schema() {
-			clear(s.Field(i).Bytes())
+	var err error
+	var stack []byte
+	for attempt := 0; ; attempt++ {
+		s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes()) // a retry draws the same random numbers
+		if !r.l.cfg.SkipZero {
+			for i := range r.layout.Schema() {
+				clear(s.Field(i).Bytes())
+			}
+		} else {
+			for _, df := range r.l.dyn {
+				clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
+			}
 		}
-	} else {
-		for _, df := range r.l.dyn {
-			clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
+		start := time.Now()
+		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
+		if w.gone() { // the run is over and p's buffer is leaked: touch nothing
+			return
 		}
-	}
-	err, stack := r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
-	if w.gone() { // the run is over and p's buffer is leaked: touch nothing
-		return
+		r.l.stats.fill.observe(time.Since(start))
+		if err == nil || !r.l.cfg.OnError.retry(attempt, err, stack) || r.sleep(r.l.cfg.OnError.backoff(attempt)) != nil {
+			break
+		}
+		r.l.retried.Add(1)
 	}
 	r.l.samples.Add(1)
 	if err == nil {
@@ -236,6 +306,18 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	}
 	if p.left.Add(-1) == 0 {
 		r.complete(w, p, k)
+	}
+}
+
+// sleep waits d or until the run's ctx is done.
+func (r *run) sleep(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -252,12 +334,17 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 	r.l.samples.Add(int64(len(b.indices)))
 	if err != nil {
 		var se *SampleError
-		if !errors.As(err, &se) {
-			err = fmt.Errorf("engine: batch %d of epoch %d (worker %d): %w%s", k, r.epoch, w.id, err, stackNote(stack))
+		switch pos := slices.Index(b.indices, sampleIndex(err)); {
+		case errors.As(err, &se) && pos >= 0:
+			r.sampleFailed(p, pos, se)
+		default:
+			if se == nil {
+				err = fmt.Errorf("engine: batch %d of epoch %d (worker %d): %w%s", k, r.epoch, w.id, err, stackNote(stack))
+			}
+			r.mu.Lock()
+			p.err, p.errPos = err, 0
+			r.mu.Unlock()
 		}
-		r.mu.Lock()
-		p.err, p.errPos = err, 0
-		r.mu.Unlock()
 	}
 	for pos, index := range b.indices {
 		if err := r.checkLengths(p.buf.Bytes(), pos); err != nil {
@@ -302,14 +389,24 @@ func (r *run) complete(w *worker, p *pending, k int) {
 		}()
 		r.mu.Lock()
 		failed := p.err != nil
+		slices.SortFunc(p.failed, func(a, b failure) int { return a.pos - b.pos })
 		r.mu.Unlock()
 		if failed { // never delivered: no padding, no copy
 			return nil
 		}
+		start := time.Now()
+		n := len(r.batches[k])
+		if len(p.failed) > 0 {
+			p.idx = r.compact(p, k)
+			n = len(p.idx)
+		}
 		var moved int
-		p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), len(r.batches[k]))
+		p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), n)
 		r.l.copied.Add(int64(moved))
-		if r.l.gpu != nil {
+		r.l.stats.pad.observe(time.Since(start))
+		if r.l.gpu != nil && n > 0 {
+			start := time.Now()
+			defer func() { r.l.stats.copy.observe(time.Since(start)) }()
 			return r.toDevice(w, p, k)
 		}
 		return nil
@@ -382,18 +479,53 @@ func (r *run) call(w *worker, k, index int, fill func(ctx context.Context) error
 func (r *run) sampleFailed(p *pending, pos int, e *SampleError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.l.cfg.OnError.skips() {
+		p.failed = append(p.failed, failure{pos, e})
+		return
+	}
 	if p.err == nil || pos < p.errPos {
 		p.err, p.errPos = e, pos
 	}
 }
 
-// take waits for batch k and hands it to the consumer.
+// compact moves the samples of batch k that did not fail down over the
+// ones that did, field by field, and returns their indices.
+func (r *run) compact(p *pending, k int) []int {
+	buf := p.buf.Bytes()
+	var kept []int
+	moved := 0
+	f := 0
+	for pos, index := range r.batches[k] {
+		if f < len(p.failed) && p.failed[f].pos == pos {
+			f++
+			continue
+		}
+		if j := len(kept); j != pos {
+			for i := range r.layout.Schema() {
+				moved += copy(r.layout.Sample(buf, i, j).Bytes(), r.layout.Sample(buf, i, pos).Bytes())
+			}
+		}
+		kept = append(kept, index)
+	}
+	r.l.copied.Add(int64(moved))
+	return kept
+}
+
+// take waits for batch k (with OutOfOrder, for any complete batch) and
+// hands it to the consumer. A batch whose every sample was skipped is
+// taken but not handed over: take returns nil and no error.
 func (r *run) take(k int) (*Batch, error) {
+	start := time.Now()
+	defer func() { r.l.stats.wait.observe(time.Since(start)) }()
 	var tick <-chan time.Time
 	if t := r.l.cfg.Timeout; t > 0 && len(r.workers) > 0 {
 		ticker := time.NewTicker(max(t/4, time.Millisecond))
 		defer ticker.Stop()
 		tick = ticker.C
+	}
+	upTo := k // the batches whose stuck samples hold this one back
+	if r.l.cfg.OutOfOrder {
+		upTo = len(r.batches)
 	}
 	for {
 		if len(r.workers) == 0 {
@@ -407,17 +539,29 @@ func (r *run) take(k int) (*Batch, error) {
 			r.mu.Unlock()
 			return nil, err
 		}
-		if p := r.ring[k%r.window]; r.started > k && p.complete {
-			r.ring[k%r.window] = nil
-			r.taken = k + 1
+		if p := r.ready(k); p != nil {
+			r.ring[p.k%r.window] = nil
+			r.taken++
+			r.tune.observe(time.Since(start))
 			r.cond.Broadcast()
+			err := r.account(p)
 			r.mu.Unlock()
-			if p.err != nil {
+			if err != nil {
 				r.l.recycle(p.buf, p.dev)
-				return nil, p.err
+				return nil, err
+			}
+			idx := r.batches[p.k]
+			if p.failed != nil {
+				idx = p.idx
+			}
+			number := r.number(p.k)
+			r.l.delivered(number)
+			if len(idx) == 0 {
+				r.l.recycle(p.buf, p.dev)
+				return nil, nil
 			}
 			r.l.batches.Add(1)
-			return &Batch{l: r.l, epoch: r.epoch, number: k, idx: r.batches[k], layout: r.layout, buf: p.buf, dev: p.dev,
+			return &Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
 				stream: p.stream, longest: p.longest, inLoop: true}, nil
 		}
 		changed := r.changed
@@ -425,11 +569,53 @@ func (r *run) take(k int) (*Batch, error) {
 		select {
 		case <-changed:
 		case <-tick:
-			if err := r.stuck(k); err != nil {
+			if err := r.stuck(upTo); err != nil {
 				return nil, err
 			}
 		}
 	}
+}
+
+// number returns the number in the epoch of the run's batch k.
+func (r *run) number(k int) int {
+	if r.numbers != nil {
+		return r.numbers[k]
+	}
+	return r.offset + k
+}
+
+// ready returns the batch to take next, once complete: batch k, or with
+// OutOfOrder the lowest-numbered complete one. Called with r.mu held.
+func (r *run) ready(k int) *pending {
+	if !r.l.cfg.OutOfOrder {
+		if p := r.ring[k%r.window]; r.started > k && p.complete {
+			return p
+		}
+		return nil
+	}
+	var best *pending
+	for _, p := range r.ring {
+		if p != nil && p.complete && (best == nil || p.k < best.k) {
+			best = p
+		}
+	}
+	return best
+}
+
+// account charges batch p's skipped samples to the epoch's budget, in
+// delivery order, and returns the error the consumer gets instead of the
+// batch, if any. Called with r.mu held.
+func (r *run) account(p *pending) error {
+	if p.err != nil {
+		return p.err
+	}
+	for _, f := range p.failed {
+		if r.skipped++; r.skipped > r.budget {
+			return fmt.Errorf("engine: epoch %d: more than %d samples failed (Config.OnError): %w", r.epoch, r.budget, f.err)
+		}
+		r.l.skip(f.err)
+	}
+	return nil
 }
 
 // stopErr says why a stopped run stopped. Called with r.mu held.
@@ -494,10 +680,13 @@ type worker struct {
 	index     int
 	since     time.Time
 	abandoned bool // stuck in a Fill past Timeout and left behind
+	inited    bool // Config.WorkerInit ran; only w's goroutine touches it
 }
 
 func newWorker(id int, seed uint64) *worker {
-	return &worker{id: id, slot: newSlot(seed)}
+	s := newSlot(seed)
+	s.worker = id
+	return &worker{id: id, slot: s}
 }
 
 // loop is the life of a persistent worker: one run after another until

@@ -33,15 +33,48 @@ func (s Sequential) Order(int) []int {
 
 // Shuffled visits a permutation of 0..N-1 that depends only on Seed and the
 // epoch (math/rand/v2's PCG, seeded with Seed and a hash of the epoch).
+//
+// NumSamples, when not 0, makes an epoch that many samples long, without
+// replacement, as PyTorch's RandomSampler(num_samples=...): the epoch's
+// permutation, then further permutations from the same generator, the last
+// one cut short (so fewer than N is a prefix of the permutation). 0 means
+// N: one permutation, the same order as without NumSamples.
+//
+// An invalid Shuffled (see Validate) makes Order panic with Validate's
+// error, which the Loader reports as the epoch's error.
 type Shuffled struct {
-	N    int
-	Seed uint64
+	N          int
+	Seed       uint64
+	NumSamples int
 }
 
-// Order returns the epoch's permutation.
+// Validate reports an invalid N or NumSamples; the error wraps ErrSampler.
+func (s Shuffled) Validate() error {
+	switch {
+	case s.N < 0:
+		return samplerError("Shuffled", "N is %d, want >= 0", s.N)
+	case s.NumSamples < 0:
+		return samplerError("Shuffled", "NumSamples is %d, want >= 0 (0 means N)", s.NumSamples)
+	case s.N == 0 && s.NumSamples > 0:
+		return samplerError("Shuffled", "NumSamples is %d with N 0: nothing to draw from", s.NumSamples)
+	}
+	return nil
+}
+
+// Order returns the epoch's permutation, or NumSamples samples of
+// successive permutations.
 func (s Shuffled) Order(epoch int) []int {
+	mustValidate(s.Validate())
 	r := rand.New(rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646)))
-	return r.Perm(s.N)
+	if s.NumSamples == 0 || s.NumSamples == s.N {
+		return r.Perm(s.N)
+	}
+	out := make([]int, 0, s.NumSamples)
+	for len(out) < s.NumSamples {
+		p := r.Perm(s.N)
+		out = append(out, p[:min(len(p), s.NumSamples-len(out))]...)
+	}
+	return out
 }
 
 // Batched cuts a Sampler's order into batches of Size; the last one is

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
@@ -58,42 +59,50 @@ func (c Config) shard() (Shard, error) {
 // DistributedSampler does: padded with its own first indices to a multiple
 // of the world size (cut down to one when dropLast), then every
 // WorldSize-th index from Rank. Every rank gets the same number of
-// samples; without padding they are disjoint.
+// samples; without padding they are disjoint. skip drops the first skip
+// positions of the global order (a resumed epoch: they were consumed), and
+// the rest is split the same way.
 type sharded struct {
 	s        Sampler
 	shard    Shard
 	dropLast bool
+	skip     int
 }
 
 func (d sharded) Order(epoch int) []int {
 	order := d.s.Order(epoch)
-	w := d.shard.WorldSize
-	if w == 1 || len(order) == 0 {
-		return order
+	n, w := len(order), d.shard.WorldSize
+	rest := order[min(d.skip, n):]
+	if w == 1 || len(rest) == 0 {
+		return rest
 	}
 	if d.dropLast {
-		order = order[:len(order)/w*w]
-	} else {
-		for i := 0; len(order)%w != 0; i++ {
-			order = append(order, order[i%len(order)])
+		rest = rest[:len(rest)/w*w]
+	} else if len(rest)%w != 0 {
+		rest = slices.Clone(rest)
+		for i := 0; len(rest)%w != 0; i++ {
+			rest = append(rest, order[i%n])
 		}
 	}
-	out := make([]int, 0, len(order)/w)
-	for i := d.shard.Rank; i < len(order); i += w {
-		out = append(out, order[i])
+	out := make([]int, 0, len(rest)/w)
+	for i := d.shard.Rank; i < len(rest); i += w {
+		out = append(out, rest[i])
 	}
 	return out
 }
 
 // shardedBatches gives rank r every WorldSize-th batch of a BatchSampler,
-// after cutting the batches to a multiple of the world size.
+// after cutting the batches to a multiple of the world size; skip drops
+// the first skip batches of the global list (a resumed epoch).
 type shardedBatches struct {
 	bs    BatchSampler
 	shard Shard
+	skip  int
 }
 
 func (d shardedBatches) Batches(epoch int) [][]int {
 	all := d.bs.Batches(epoch)
+	all = all[min(d.skip, len(all)):]
 	w := d.shard.WorldSize
 	if w == 1 {
 		return all

@@ -31,7 +31,7 @@ func TestShardsAreDisjointEvenAndCoverTheEpoch(t *testing.T) {
 			per := -1
 			for rank := range world {
 				l := newLoader(t, engine.DatasetFunc(n, indexSchema, fillIndex), engine.Config{
-					BatchSize: 2, Shuffle: true, Seed: 5, Rank: rank, WorldSize: world, DropLast: dropLast, Workers: 1})
+					BatchSize: 2, Shuffle: true, Seed: 5, Rank: rank, WorldSize: world, DropLast: dropLast, ShardDropLast: dropLast, Workers: 1})
 				assert.Equal(t, engine.Shard{Rank: rank, WorldSize: world, Source: "Config", LocalSource: "default"}, l.Shard())
 				got, mem := collect(t, l, 1)
 				assert.Equal(t, got, mem)

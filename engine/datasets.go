@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// Datasets built from datasets, as torch.utils.data's ConcatDataset, Subset
+// and random_split.
+//
+// A wrapper's Fill runs the inner dataset's Fill with the slot re-pointed
+// at the inner index (fillAt): Slot.Index is the inner dataset's, the views
+// are the same sample's place in the batch. Slot.Rand and Slot.Seed stay
+// keyed by the loader's (outer) index, (Seed, Epoch, outer Index). Either
+// choice keeps a batch bit-identical for any Workers, since the inner index
+// is a function of the outer one; the outer one also gives every sample of
+// an epoch its own draws where the inner one would repeat them: a sample
+// that Concat(ds, ds) or a Subset with repeated indices visits twice is
+// augmented twice, independently, as PyTorch's global RNG would. The
+// wrappers snapshot the inner lengths when they are made (as PyTorch does);
+// an inner dataset must not change its length afterwards.
+//
+// Wrappers fill sample by sample: a wrapped BatchFiller (TensorsDataset) is
+// filled with its per-sample Fill.
+
+// fillAt runs ds.Fill with s pointed at sample index of ds, restoring s's
+// index afterwards, even on a panic (which the loader turns into the
+// sample's SampleError). s's RNG is left as it is: keyed by the outer index.
+func fillAt(ctx context.Context, ds Dataset, s *Slot, index int) error {
+	outer := s.index
+	s.index = index
+	defer func() { s.index = outer }()
+	return ds.Fill(ctx, s)
+}
+
+// Concat returns the datasets one after another, as PyTorch's
+// ConcatDataset: sample i of dataset k is sample offset(k)+i of the result.
+// The datasets must have the same schema; the error names the first field
+// that differs.
+func Concat(ds ...Dataset) (Dataset, error) {
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("engine: Concat: no datasets")
+	}
+	c := &concatDataset{ds: slices.Clone(ds), ends: make([]int, len(ds))}
+	n := 0
+	for k, d := range ds {
+		if d == nil {
+			return nil, fmt.Errorf("engine: Concat: dataset %d is nil", k)
+		}
+		if err := sameSchema(ds[0].Schema(), d.Schema()); err != nil {
+			return nil, fmt.Errorf("engine: Concat: dataset %d's schema differs from dataset 0's: %w", k, err)
+		}
+		m := d.Len()
+		if m < 0 || m > maxSamples-n {
+			return nil, fmt.Errorf("engine: Concat: dataset %d has Len %d, want 0 <= Len and %d samples in all at most", k, m, maxSamples)
+		}
+		n += m
+		c.ends[k] = n
+	}
+	return c, nil
+}
+
+// sameSchema returns an error naming the first difference of got from want.
+func sameSchema(want, got collate.Schema) error {
+	for i := range min(len(want), len(got)) {
+		w, g := want[i], got[i]
+		if w.Name != g.Name || w.DType != g.DType || !slices.Equal(w.Shape, g.Shape) || w.MaxLen != g.MaxLen ||
+			math.Float64bits(w.Pad) != math.Float64bits(g.Pad) {
+			return fmt.Errorf("field %d is %s, want %s", i, fieldString(g), fieldString(w))
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("%d fields, want %d (%q)", len(got), len(want), want.Names())
+	}
+	return nil
+}
+
+func fieldString(f collate.Field) string {
+	if f.IsDynamic() {
+		return fmt.Sprintf("%v MaxLen %d Pad %v", f, f.MaxLen, f.Pad)
+	}
+	return f.String()
+}
+
+type concatDataset struct {
+	ds   []Dataset
+	ends []int // ends[k]: samples in ds[0..k]
+}
+
+func (c *concatDataset) Len() int               { return c.ends[len(c.ends)-1] }
+func (c *concatDataset) Schema() collate.Schema { return c.ds[0].Schema() }
+
+func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
+	i := s.Index()
+	k := sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
+	if i < 0 || k == len(c.ends) {
+		return fmt.Errorf("engine: Concat: index %d is out of range [0, %d)", i, c.Len())
+	}
+	inner := i
+	if k > 0 {
+		inner -= c.ends[k-1]
+	}
+	if err := fillAt(ctx, c.ds[k], s, inner); err != nil {
+		return fmt.Errorf("dataset %d, sample %d: %w", k, inner, err)
+	}
+	return nil
+}
+
+// Subset returns the samples indices of ds, in that order, as PyTorch's
+// Subset: sample i of the result is sample indices[i] of ds. An index may
+// appear more than once. Every index must be in [0, ds.Len()); the error
+// names the first that is not, with its position. The indices are copied.
+func Subset(ds Dataset, indices []int) (Dataset, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("engine: Subset: nil dataset")
+	}
+	n := ds.Len()
+	for pos, i := range indices {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("engine: Subset: index %d at position %d is out of range [0, %d)", i, pos, n)
+		}
+	}
+	return &subsetDataset{ds: ds, idx: slices.Clone(indices)}, nil
+}
+
+type subsetDataset struct {
+	ds  Dataset
+	idx []int
+}
+
+func (d *subsetDataset) Len() int               { return len(d.idx) }
+func (d *subsetDataset) Schema() collate.Schema { return d.ds.Schema() }
+
+func (d *subsetDataset) Fill(ctx context.Context, s *Slot) error {
+	i := s.Index()
+	if i < 0 || i >= len(d.idx) {
+		return fmt.Errorf("engine: Subset: index %d is out of range [0, %d)", i, len(d.idx))
+	}
+	if err := fillAt(ctx, d.ds, s, d.idx[i]); err != nil {
+		return fmt.Errorf("subset sample %d: %w", d.idx[i], err)
+	}
+	return nil
+}
+
+// RandomSplit splits ds into len(sizes) disjoint Subsets that cover it, as
+// PyTorch's random_split: a permutation of ds's indices, a pure function of
+// seed (math/rand/v2's PCG), is cut into consecutive parts. sizes are
+// either fractions of ds.Len() that sum to 1 (each part gets the floor of
+// its fraction, and the samples left over go one each to the parts in
+// turn, from the first, as PyTorch does), or counts that sum to ds.Len().
+// Like PyTorch, sizes that sum to 1 (within 1e-9) are fractions.
+func RandomSplit(ds Dataset, seed uint64, sizes ...float64) ([]Dataset, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("engine: RandomSplit: nil dataset")
+	}
+	counts, err := splitCounts(ds.Len(), sizes)
+	if err != nil {
+		return nil, fmt.Errorf("engine: RandomSplit: %w", err)
+	}
+	perm := rand.New(rand.NewPCG(seed, 0x53504c4954)).Perm(ds.Len()) // "SPLIT"
+	out := make([]Dataset, len(counts))
+	for k, c := range counts {
+		out[k] = &subsetDataset{ds: ds, idx: perm[:c:c]}
+		perm = perm[c:]
+	}
+	return out, nil
+}
+
+// splitCounts turns RandomSplit's sizes into counts that sum to n.
+func splitCounts(n int, sizes []float64) ([]int, error) {
+	if len(sizes) == 0 {
+		return nil, fmt.Errorf("no sizes")
+	}
+	sum := 0.0
+	for k, f := range sizes {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("size %d is %v, want a fraction in [0, 1] or a count >= 0", k, f)
+		}
+		sum += f
+	}
+	counts := make([]int, len(sizes))
+	// Python's math.isclose(sum, 1), relative tolerance 1e-9. (PyTorch also
+	// wants sum <= 1, which refuses fractions whose float sum rounds just
+	// above 1, as 0.1, 0.2, 0.7 may.)
+	if math.Abs(sum-1) <= 1e-9 {
+		left := n
+		for k, f := range sizes {
+			counts[k] = int(math.Floor(float64(n) * f))
+			left -= counts[k]
+		}
+		for i := 0; left > 0; i++ {
+			counts[i%len(counts)]++
+			left--
+		}
+		for i := len(counts) - 1; left < 0; i = (i + len(counts) - 1) % len(counts) { // a sum just above 1 took too many
+			if counts[i] > 0 {
+				counts[i]--
+				left++
+			}
+		}
+		return counts, nil
+	}
+	total := 0
+	for k, f := range sizes {
+		if f != math.Trunc(f) || f > float64(n) {
+			return nil, fmt.Errorf("sizes %v are neither fractions that sum to 1 nor counts that sum to Len %d: size %d is %v", sizes, n, k, f)
+		}
+		counts[k] = int(f)
+		total += counts[k]
+	}
+	if total != n {
+		return nil, fmt.Errorf("counts %v sum to %d, not to Len %d", sizes, total, n)
+	}
+	return counts, nil
+}

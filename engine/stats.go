@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"expvar"
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// histBuckets is the number of buckets of a Histogram: bucket i counts
+// durations in [2^(i-1), 2^i) µs, the last one everything longer.
+const histBuckets = 32
+
+// Histogram is a latency distribution with power-of-two buckets in
+// microseconds, cheap enough to record on every sample.
+type Histogram struct {
+	Count   int64
+	Sum     time.Duration
+	Buckets [histBuckets]int64 // Buckets[i]: durations below 2^i µs and at least 2^(i-1)
+}
+
+// Mean returns the mean duration, or 0 with no observations.
+func (h Histogram) Mean() time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / time.Duration(h.Count)
+}
+
+// Quantile returns an upper bound of the q-quantile (0 <= q <= 1): the
+// upper edge of the bucket that holds it, or 0 with no observations.
+func (h Histogram) Quantile(q float64) time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := int64(q * float64(h.Count))
+	var seen int64
+	for i, n := range h.Buckets {
+		if seen += n; seen > rank || i == histBuckets-1 {
+			return time.Duration(1<<i) * time.Microsecond
+		}
+	}
+	return 0
+}
+
+// histogram is a Histogram recorded with atomics.
+type histogram struct {
+	count, sum atomic.Int64
+	buckets    [histBuckets]atomic.Int64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	us := uint64(max(d, 0) / time.Microsecond)
+	h.buckets[min(bits.Len64(us), histBuckets-1)].Add(1)
+	h.count.Add(1)
+	h.sum.Add(int64(d))
+}
+
+func (h *histogram) snapshot() Histogram {
+	s := Histogram{Count: h.count.Load(), Sum: time.Duration(h.sum.Load())}
+	for i := range h.buckets {
+		s.Buckets[i] = h.buckets[i].Load()
+	}
+	return s
+}
+
+// stages are the latencies the loader records.
+type stages struct {
+	fill, pad, copy, wait histogram
+}
+
+// Expvar returns the loader's Stats as an expvar.Var, to publish under a
+// name of your choice: expvar.Publish("loader", l.Expvar()).
+func (l *Loader) Expvar() expvar.Var { return expvar.Func(func() any { return l.Stats() }) }
