@@ -198,6 +198,13 @@ func (c Config) validate() (Config, error) {
 	if err := c.OnError.validate(); err != nil {
 		return c, err
 	}
+	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler} {
+		if v, ok := v.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return c, configError(name, "%v", err)
+			}
+		}
+	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 1
 	}

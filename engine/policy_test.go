@@ -144,6 +144,7 @@ func TestErrorPolicyErrorsNameTheField(t *testing.T) {
 		{engine.Config{Workers: 4, PrefetchFactor: 1 << 19}, "engine: Config.PrefetchFactor: 524288 × 4 workers"},
 		{engine.Config{PrefetchFactor: 1 << 40}, "engine: Config.PrefetchFactor: 1099511627776, more than"},
 		{engine.Config{LogEvery: -1}, "engine: Config.LogEvery: -1"},
+		{engine.Config{Sampler: engine.WeightedRandom{Weights: []float64{1, -1}}}, "engine: Config.Sampler: "},
 	} {
 		_, err := engine.New(ds, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)
