@@ -114,6 +114,11 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
+	if sd, ok := ds.(*StreamDataset); ok {
+		if err := checkStream(sd, cfg, shard); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Resume != nil {
 		if err := l.checkResume(cfg.Resume, n); err != nil {
 			return nil, err
@@ -145,6 +150,9 @@ func (l *Loader) Shard() Shard { return l.shard }
 func (l *Loader) batchSampler(n, skip int) BatchSampler {
 	if l.bs != nil {
 		return shardedBatches{l.bs, l.shard, skip}
+	}
+	if sd, ok := l.ds.(*StreamDataset); ok { // it splits itself across ranks
+		return Batched{Sampler: streamSampler{sd, l.cfg.Seed, l.shard, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
 	}
 	s := l.cfg.Sampler
 	switch {
@@ -224,6 +232,11 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	}
 	numbers := l.track(epoch, resume, batches)
 	batches = dropDone(batches, numbers, l.pos.offset)
+	if sd, ok := l.ds.(*StreamDataset); ok {
+		if err := sd.begin(epoch, l.cfg.Seed, l.shard, batches); err != nil {
+			return nil, err
+		}
+	}
 	capacity := 0
 	for _, b := range batches {
 		capacity = max(capacity, len(b))
@@ -279,6 +292,9 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 // otherwise: batch k is number offset+k). Called with l.mu held.
 func (l *Loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
 	unit := l.shard.WorldSize
+	if _, ok := l.ds.(*StreamDataset); ok { // positions are the rank's own
+		unit = 1
+	}
 	if l.bs == nil {
 		unit *= l.cfg.BatchSize
 	}
@@ -424,6 +440,9 @@ func newLayout(s collate.Schema, size int) (*collate.Layout, error) {
 func (l *Loader) finish(r *run) {
 	r.stop(nil)
 	l.await(&r.wg, r.workers)
+	if sd, ok := l.ds.(*StreamDataset); ok {
+		sd.end()
+	}
 	r.recycle()
 	if l.consumer != nil { // Workers 0: its stream ends here, on its own goroutine
 		if err := l.consumer.close(l); err != nil {
@@ -569,6 +588,9 @@ type Stats struct {
 	Skipped        int64
 	SkippedSamples []SkippedSample
 
+	// ReadRetries counts the reads a StreamDataset's stream retried.
+	ReadRetries int64
+
 	// Abandoned counts worker goroutines left behind in a Fill that ran
 	// past Timeout and ignored its ctx; each still runs until its Fill
 	// returns, then ends without touching anything.
@@ -598,6 +620,9 @@ func (l *Loader) Stats() Stats {
 	}
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
+	}
+	if sd, ok := l.ds.(*StreamDataset); ok {
+		s.ReadRetries = sd.Retries()
 	}
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
@@ -632,7 +657,7 @@ func (l *Loader) Len() int {
 	if err != nil {
 		return 0
 	}
-	if l.bs == nil && l.cfg.Sampler == nil {
+	if _, stream := l.ds.(*StreamDataset); !stream && l.bs == nil && l.cfg.Sampler == nil {
 		m, w, b := n, l.shard.WorldSize, l.cfg.BatchSize
 		if w > 1 && l.cfg.ShardDropLast {
 			m = n / w

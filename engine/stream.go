@@ -1,0 +1,447 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// ShardInfo names one shard of a Stream and its sample count.
+type ShardInfo struct {
+	Name    string // a path or URL
+	Samples int    // records in the shard
+}
+
+// Record is one sample as read from a shard, before decoding.
+type Record struct {
+	Key    string            // the sample's key within its shard (WebDataset's __key__)
+	Shard  string            // the shard it came from
+	Fields map[string][]byte // raw member bytes by extension: "jpg", "cls", "json", ...
+}
+
+// Size returns the bytes of the record's fields.
+func (r Record) Size() int {
+	n := 0
+	for _, b := range r.Fields {
+		n += len(b)
+	}
+	return n
+}
+
+// RecordReader reads one shard's records in order.
+type RecordReader interface {
+	// Next returns the next record, or io.EOF after the last.
+	Next(ctx context.Context) (Record, error)
+	Close() error
+}
+
+// Stream is an iterable dataset read from shards: WebDataset tar files,
+// token files, object storage. Package shards implements it; FromStream
+// makes it a Dataset the engine loads.
+type Stream interface {
+	Schema() collate.Schema
+	// Shards lists the shards with their sample counts; FromStream calls
+	// it once.
+	Shards(ctx context.Context) ([]ShardInfo, error)
+	// Open starts reading a shard from its first record.
+	Open(ctx context.Context, shard ShardInfo) (RecordReader, error)
+	// Decode writes a record into its slot. It runs on a worker goroutine,
+	// concurrently with other Decodes.
+	Decode(ctx context.Context, rec Record, s *Slot) error
+}
+
+// StreamConfig says how a Stream is read.
+type StreamConfig struct {
+	// ShuffleShards visits the shards in an order that is a pure function
+	// of (Seed, epoch).
+	ShuffleShards bool
+	// ShuffleBuffer is the records of the shuffle buffer each rank reads
+	// through (WebDataset's shuffle(n)); 0 or 1: none.
+	ShuffleBuffer int
+	// ReadAheadBytes bounds the records read ahead of the workers beyond
+	// the shuffle buffer; 0 means 64 MiB. It is separate from the window
+	// of pinned batches.
+	ReadAheadBytes int64
+	// DropUneven gives every rank as many samples as the rank with the
+	// fewest, dropping the rest of the others' (DistributedSampler's
+	// drop_last). By default every rank gets as many as the rank with the
+	// most, the others repeating their first samples.
+	DropUneven bool
+}
+
+// DefaultReadAheadBytes is StreamConfig.ReadAheadBytes when 0.
+const DefaultReadAheadBytes = 64 << 20
+
+// StreamDataset is a Stream as a Dataset: pass it to New. An epoch's
+// shards are split across ranks, round robin in the epoch's shard order,
+// and every rank gets the same number of samples (see
+// StreamConfig.DropUneven), so every rank has the same number of batches.
+// One reader goroutine per rank reads its shards in order; the order of
+// its samples through the shuffle buffer is computed from the shards'
+// counts alone, at the epoch's start, so workers Decode records in
+// parallel and every batch is bit-identical for any Workers and
+// PrefetchFactor. The order depends on the world size: each rank shuffles
+// its own shards' samples. Slot.Index of a record is its global id, the
+// first id of its shard (shards numbered in listed order) plus its
+// position in the shard, so Slot.Rand is the same on every rank and run.
+// A reader error ends the epoch with an error naming the shard and record.
+type StreamDataset struct {
+	src    Stream
+	sc     StreamConfig
+	schema collate.Schema
+	shards []ShardInfo
+	first  []int // the global id of each shard's first record
+	total  int
+
+	mu      sync.Mutex
+	epoch   *streamEpoch // the running epoch's reader; nil between epochs
+	retries atomic.Int64
+}
+
+// FromStream lists src's shards and returns the Dataset that loads them.
+func FromStream(ctx context.Context, src Stream, sc StreamConfig) (*StreamDataset, error) {
+	switch {
+	case src == nil:
+		return nil, errors.New("engine: FromStream: nil Stream")
+	case sc.ShuffleBuffer < 0:
+		return nil, fmt.Errorf("engine: StreamConfig.ShuffleBuffer: %d, want >= 0", sc.ShuffleBuffer)
+	case sc.ReadAheadBytes < 0:
+		return nil, fmt.Errorf("engine: StreamConfig.ReadAheadBytes: %d, want >= 0 (0 means %d)", sc.ReadAheadBytes, DefaultReadAheadBytes)
+	}
+	if sc.ReadAheadBytes == 0 {
+		sc.ReadAheadBytes = DefaultReadAheadBytes
+	}
+	shards, err := src.Shards(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: FromStream: listing the shards: %w", err)
+	}
+	d := &StreamDataset{src: src, sc: sc, schema: src.Schema(), shards: slices.Clone(shards), first: make([]int, len(shards))}
+	for i, sh := range shards {
+		if sh.Samples < 0 || d.total > maxSamples-sh.Samples {
+			return nil, fmt.Errorf("engine: FromStream: shard %q has %d samples, want 0 to %d in all", sh.Name, sh.Samples, maxSamples)
+		}
+		d.first[i] = d.total
+		d.total += sh.Samples
+	}
+	return d, nil
+}
+
+// Len returns the samples of every shard, on every rank.
+func (d *StreamDataset) Len() int { return d.total }
+
+// Schema returns the stream's schema.
+func (d *StreamDataset) Schema() collate.Schema { return d.schema }
+
+// Shards returns the shards and their counts.
+func (d *StreamDataset) Shards() []ShardInfo { return slices.Clone(d.shards) }
+
+// Retries returns the reads the stream retried (a Stream that counts them
+// implements Retries() int64), for Stats.ReadRetries.
+func (d *StreamDataset) Retries() int64 {
+	if r, ok := d.src.(interface{ Retries() int64 }); ok {
+		return r.Retries()
+	}
+	return 0
+}
+
+// Fill waits for the reader to have read the record of s.Index() and
+// decodes it into s.
+func (d *StreamDataset) Fill(ctx context.Context, s *Slot) error {
+	d.mu.Lock()
+	e := d.epoch
+	d.mu.Unlock()
+	if e == nil {
+		return errors.New("engine: a StreamDataset fills samples only inside an epoch of its Loader")
+	}
+	rec, err := e.take(ctx, s.Index())
+	if err != nil {
+		return err
+	}
+	return d.src.Decode(ctx, rec, s)
+}
+
+// read is one record to read: shard i's record at offset.
+type read struct{ shard, offset int }
+
+// plan returns rank sh.Rank's samples of epoch in the order the reader
+// reads them, and the order of their ids through the shuffle buffer.
+func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, order []int, err error) {
+	shardOrder := make([]int, len(d.shards))
+	for i := range shardOrder {
+		shardOrder[i] = i
+	}
+	if d.sc.ShuffleShards {
+		r := rand.New(rand.NewPCG(seed, mix(uint64(epoch)^0x5348415244)))
+		r.Shuffle(len(shardOrder), func(i, j int) { shardOrder[i], shardOrder[j] = shardOrder[j], shardOrder[i] })
+	}
+	w := max(sh.WorldSize, 1)
+	counts := make([]int, w)
+	var mine []int
+	for i, s := range shardOrder {
+		counts[i%w] += d.shards[s].Samples
+		if i%w == sh.Rank {
+			mine = append(mine, s)
+		}
+	}
+	target := slices.Max(counts)
+	if d.sc.DropUneven {
+		target = slices.Min(counts)
+	}
+	if target > 0 && counts[sh.Rank] == 0 {
+		return nil, nil, fmt.Errorf("engine: stream of %d shards (%d samples) over %d ranks: rank %d has no samples to pad with; use more shards than ranks, or StreamConfig.DropUneven", len(d.shards), d.total, w, sh.Rank)
+	}
+	for len(reads) < target { // the rank's shards, again from the first when padding
+		for _, s := range mine {
+			for off := 0; off < d.shards[s].Samples && len(reads) < target; off++ {
+				reads = append(reads, read{s, off})
+			}
+		}
+	}
+	order = make([]int, 0, len(reads))
+	r := rand.New(rand.NewPCG(seed, mix(uint64(epoch)^mix(uint64(sh.Rank))^0x42554646)))
+	var buf []int
+	for _, rd := range reads {
+		id := d.first[rd.shard] + rd.offset
+		if d.sc.ShuffleBuffer <= 1 {
+			order = append(order, id)
+			continue
+		}
+		if len(buf) < d.sc.ShuffleBuffer {
+			buf = append(buf, id)
+			continue
+		}
+		j := r.IntN(len(buf))
+		order = append(order, buf[j])
+		buf[j] = id
+	}
+	for len(buf) > 0 {
+		j := r.IntN(len(buf))
+		order = append(order, buf[j])
+		buf[j] = buf[len(buf)-1]
+		buf = buf[:len(buf)-1]
+	}
+	return reads, order, nil
+}
+
+// checkStream checks a loader's config for a StreamDataset, and that the
+// rank has samples.
+func checkStream(d *StreamDataset, cfg Config, sh Shard) error {
+	switch {
+	case cfg.Shuffle:
+		return configError("Shuffle", "set for a StreamDataset, which orders itself: use StreamConfig.ShuffleShards and ShuffleBuffer")
+	case cfg.Sampler != nil:
+		return configError("Sampler", "set for a StreamDataset, which orders itself")
+	case cfg.BatchSampler != nil:
+		return configError("BatchSampler", "set for a StreamDataset, which orders itself")
+	case cfg.ShardDropLast:
+		return configError("ShardDropLast", "set for a StreamDataset: use StreamConfig.DropUneven")
+	case cfg.Resume != nil && cfg.Resume.WorldSize != sh.WorldSize:
+		return configError("Resume", "WorldSize: a StreamDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
+	}
+	_, _, err := d.plan(0, cfg.Seed, sh)
+	return err
+}
+
+// streamSampler is a rank's order of a StreamDataset's epoch, from skip on.
+type streamSampler struct {
+	d     *StreamDataset
+	seed  uint64
+	shard Shard
+	skip  int
+}
+
+func (s streamSampler) Order(epoch int) []int {
+	_, order, err := s.d.plan(epoch, s.seed, s.shard)
+	if err != nil {
+		panic(err)
+	}
+	return order[min(s.skip, len(order)):]
+}
+
+// begin starts the reader of an epoch whose batches are given.
+func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int) error {
+	reads, _, err := d.plan(epoch, seed, sh)
+	if err != nil {
+		return err
+	}
+	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
+	for _, b := range batches {
+		for _, id := range b {
+			e.demand[id]++
+		}
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	d.mu.Lock()
+	d.epoch = e
+	d.mu.Unlock()
+	e.wg.Add(1)
+	go e.run()
+	return nil
+}
+
+// end stops the epoch's reader and drops what it read.
+func (d *StreamDataset) end() {
+	d.mu.Lock()
+	e := d.epoch
+	d.epoch = nil
+	d.mu.Unlock()
+	if e != nil {
+		e.cancel()
+		e.wg.Wait()
+	}
+}
+
+// streamEpoch is one epoch's reader and the records it read that a Fill
+// has not taken yet.
+type streamEpoch struct {
+	d      *StreamDataset
+	reads  []read
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	demand  map[int]int      // Fills still to come, by id: a record nobody asks for is not kept
+	held    map[int][]Record // read, not yet taken
+	bytes   int64            // of held
+	want    map[int]int      // Fills waiting, by id
+	err     error            // the reader's failure
+	done    bool             // the reader has ended
+	changed chan struct{}    // closed and replaced at every change
+}
+
+// notify wakes the Fills and the reader. Called with e.mu held.
+func (e *streamEpoch) notify() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// take returns the record of id, waiting for the reader.
+func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.want[id]++
+	defer func() {
+		if e.want[id]--; e.want[id] == 0 {
+			delete(e.want, id)
+		}
+	}()
+	for {
+		if recs := e.held[id]; len(recs) > 0 {
+			rec := recs[len(recs)-1]
+			if len(recs) == 1 {
+				delete(e.held, id)
+			} else {
+				e.held[id] = recs[:len(recs)-1]
+			}
+			e.bytes -= int64(rec.Size())
+			e.demand[id]--
+			e.notify()
+			return rec, nil
+		}
+		switch {
+		case e.err != nil:
+			return Record{}, e.err
+		case e.done:
+			return Record{}, fmt.Errorf("engine: stream record %d was never read", id)
+		}
+		changed := e.changed
+		e.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			e.mu.Lock()
+			return Record{}, context.Cause(ctx)
+		}
+		e.mu.Lock()
+	}
+}
+
+// run reads the epoch's records in order, keeping those a Fill will ask
+// for, and pauses while more than ReadAheadBytes are held unless a Fill
+// waits for a record not read yet.
+func (e *streamEpoch) run() {
+	defer e.wg.Done()
+	err := e.read()
+	e.mu.Lock()
+	e.err, e.done = err, true
+	e.notify()
+	e.mu.Unlock()
+}
+
+func (e *streamEpoch) read() error {
+	d := e.d
+	var rr RecordReader
+	defer func() {
+		if rr != nil {
+			rr.Close()
+		}
+	}()
+	for i, rd := range e.reads {
+		sh := d.shards[rd.shard]
+		if rd.offset == 0 || rr == nil || e.reads[i-1].shard != rd.shard {
+			if rr != nil {
+				rr.Close()
+				rr = nil
+			}
+			var err error
+			if rr, err = d.src.Open(e.ctx, sh); err != nil {
+				return fmt.Errorf("engine: stream: opening shard %q: %w", sh.Name, err)
+			}
+		}
+		rec, err := rr.Next(e.ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("engine: stream: shard %q ended after %d records, listed with %d", sh.Name, rd.offset, sh.Samples)
+		case err != nil:
+			return fmt.Errorf("engine: stream: shard %q, record %d: %w", sh.Name, rd.offset, err)
+		}
+		if err := e.keep(d.first[rd.shard]+rd.offset, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// starved reports whether a Fill waits for a record not read yet (one
+// already kept does not count, though its Fill may not have woken yet).
+// Called with e.mu held.
+func (e *streamEpoch) starved() bool {
+	for id, n := range e.want {
+		if n > len(e.held[id]) {
+			return true
+		}
+	}
+	return false
+}
+
+// keep holds rec for the Fills of id, then waits while too much is held.
+func (e *streamEpoch) keep(id int, rec Record) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.demand[id] > len(e.held[id]) {
+		e.held[id] = append(e.held[id], rec)
+		e.bytes += int64(rec.Size())
+		e.notify()
+	}
+	for e.bytes > e.d.sc.ReadAheadBytes && !e.starved() {
+		changed := e.changed
+		e.mu.Unlock()
+		select {
+		case <-changed:
+		case <-e.ctx.Done():
+		}
+		e.mu.Lock()
+		if e.ctx.Err() != nil {
+			return e.ctx.Err()
+		}
+	}
+	return e.ctx.Err()
+}

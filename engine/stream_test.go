@@ -1,0 +1,261 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// memStream is a Stream of in-memory shards: record j of shard i holds
+// the bytes of its global id (8 bytes, little endian) and a payload.
+type memStream struct {
+	counts  []int
+	payload int
+	failAt  string // "shard/record" whose Next fails
+	short   int    // shard index that ends early, or -1
+
+	mu                 sync.Mutex
+	read, decoded, max int // records read and decoded, and the most in between
+	opened             atomic.Int32
+}
+
+func newMemStream(counts ...int) *memStream {
+	return &memStream{counts: counts, payload: 64, short: -1}
+}
+
+func (m *memStream) Schema() collate.Schema { return indexSchema }
+
+func (m *memStream) Shards(context.Context) ([]engine.ShardInfo, error) {
+	var out []engine.ShardInfo
+	for i, n := range m.counts {
+		out = append(out, engine.ShardInfo{Name: fmt.Sprintf("mem://shard-%d", i), Samples: n})
+	}
+	return out, nil
+}
+
+func (m *memStream) Open(_ context.Context, sh engine.ShardInfo) (engine.RecordReader, error) {
+	var i int
+	fmt.Sscanf(sh.Name, "mem://shard-%d", &i)
+	first := 0
+	for _, n := range m.counts[:i] {
+		first += n
+	}
+	m.opened.Add(1)
+	return &memReader{m: m, shard: i, first: first, n: sh.Samples}, nil
+}
+
+func (m *memStream) Decode(_ context.Context, rec engine.Record, s *engine.Slot) error {
+	id := int64(binary.LittleEndian.Uint64(rec.Fields["id"]))
+	if id != int64(s.Index()) {
+		return fmt.Errorf("record %s has id %d, slot index %d", rec.Key, id, s.Index())
+	}
+	collate.As[int64](s.Tensor("index"))[0] = id
+	x := collate.As[float32](s.Tensor("x"))
+	for i := range x {
+		x[i] = float32(rec.Fields["payload"][i%len(rec.Fields["payload"])]) + float32(s.Rand().NormFloat64())
+	}
+	m.mu.Lock()
+	m.decoded++
+	m.mu.Unlock()
+	return nil
+}
+
+type memReader struct {
+	m               *memStream
+	shard, first, n int
+	off             int
+}
+
+func (r *memReader) Next(context.Context) (engine.Record, error) {
+	if r.off == r.n || (r.shard == r.m.short && r.off == r.n/2) {
+		return engine.Record{}, io.EOF
+	}
+	if r.m.failAt == fmt.Sprintf("%d/%d", r.shard, r.off) {
+		return engine.Record{}, errors.New("connection reset")
+	}
+	id := make([]byte, 8)
+	binary.LittleEndian.PutUint64(id, uint64(r.first+r.off))
+	payload := make([]byte, r.m.payload)
+	for i := range payload {
+		payload[i] = byte(r.first + r.off + i)
+	}
+	rec := engine.Record{Key: fmt.Sprintf("%06d", r.off), Shard: fmt.Sprint(r.shard), Fields: map[string][]byte{"id": id, "payload": payload}}
+	r.off++
+	r.m.mu.Lock()
+	r.m.read++
+	r.m.max = max(r.m.max, r.m.read-r.m.decoded)
+	r.m.mu.Unlock()
+	return rec, nil
+}
+
+func (r *memReader) Close() error { return nil }
+
+func streamDataset(t *testing.T, m *memStream, sc engine.StreamConfig) *engine.StreamDataset {
+	d, err := engine.FromStream(context.Background(), m, sc)
+	require.NoError(t, err)
+	return d
+}
+
+func TestStreamLoadsEverySampleOnceInShardOrder(t *testing.T) {
+	d := streamDataset(t, newMemStream(5, 0, 7, 3), engine.StreamConfig{})
+	assert.Equal(t, 15, d.Len())
+	for _, workers := range []int{0, 1, 3} {
+		l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: workers})
+		idx, mem := collect(t, l, 0)
+		assert.Equal(t, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14}}, idx)
+		assert.Equal(t, idx, mem, "each record decoded into its own slot")
+		assert.Equal(t, 4, l.Len())
+	}
+}
+
+func TestStreamBatchesAreBitIdenticalForAnyWorkers(t *testing.T) {
+	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 16}
+	var want []step
+	for _, workers := range []int{0, 1, 2, 4} {
+		for _, pf := range []int{1, 3} {
+			d := streamDataset(t, newMemStream(9, 13, 4, 11, 6), sc)
+			l := newLoader(t, d, engine.Config{BatchSize: 5, Workers: workers, PrefetchFactor: pf, Seed: 3})
+			got, _ := runSteps(t, l, 0, 2, -1)
+			if want == nil {
+				want = got
+				continue
+			}
+			require.Equal(t, want, got, "workers %d, prefetch %d", workers, pf)
+		}
+	}
+	// Shuffled: not the shard order, and another order at another epoch.
+	var ids [2][]int
+	for e, s := range []int{0, len(want) / 2} {
+		for _, st := range want[s : s+len(want)/2] {
+			ids[e] = append(ids[e], st.Indices...)
+		}
+	}
+	assert.ElementsMatch(t, ids[0], ids[1])
+	assert.NotEqual(t, ids[0], ids[1])
+}
+
+func TestStreamSplitsShardsAcrossRanksEvenly(t *testing.T) {
+	counts := []int{9, 13, 4, 11, 6, 8, 2}
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop=%v", drop), func(t *testing.T) {
+			const world = 3
+			seen := map[int]int{}
+			per := -1
+			for rank := range world {
+				d := streamDataset(t, newMemStream(counts...), engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 8, DropUneven: drop})
+				l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, Seed: 1, Rank: rank, WorldSize: world})
+				idx, mem := collect(t, l, 0)
+				assert.Equal(t, idx, mem)
+				n := 0
+				for _, b := range idx {
+					n += len(b)
+					for _, i := range b {
+						seen[i]++
+					}
+				}
+				if per < 0 {
+					per = n
+				}
+				assert.Equal(t, per, n, "rank %d has as many samples as rank 0", rank)
+				assert.Equal(t, len(idx), l.Len())
+			}
+			if drop {
+				for i, c := range seen {
+					assert.Equal(t, 1, c, "index %d", i)
+				}
+				assert.Equal(t, 3*per, len(seen))
+			} else {
+				assert.Len(t, seen, 53, "every sample loaded")
+				assert.Equal(t, 3*per, func() int {
+					n := 0
+					for _, c := range seen {
+						n += c
+					}
+					return n
+				}())
+			}
+		})
+	}
+}
+
+func TestStreamReadAheadIsBounded(t *testing.T) {
+	m := newMemStream(200, 200)
+	m.payload = 1000 // about 1 KB a record
+	d := streamDataset(t, m, engine.StreamConfig{ShuffleBuffer: 10, ReadAheadBytes: 20_000})
+	l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, PrefetchFactor: 2})
+	for _, err := range l.Epoch(context.Background(), 0) {
+		require.NoError(t, err)
+	}
+	// The bound, the shuffle buffer, the window of batches, and a record.
+	assert.LessOrEqual(t, m.max, 20+10+4*4+1, "records read ahead of their decoding")
+	assert.Equal(t, 400, m.read)
+}
+
+func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    func(m *memStream)
+		msgErr string
+	}{
+		{"read error", func(m *memStream) { m.failAt = "1/3" }, `engine: stream: shard "mem://shard-1", record 3: connection reset`},
+		{"short shard", func(m *memStream) { m.short = 1 }, `engine: stream: shard "mem://shard-1" ended after 4 records, listed with 8`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemStream(8, 8, 8)
+			tc.set(m)
+			l := newLoader(t, streamDataset(t, m, engine.StreamConfig{}), engine.Config{BatchSize: 4, Workers: 2})
+			numbers, err := untilError(l, 0)
+			assert.Equal(t, []int{0, 1, 2}[:len(numbers)], numbers, "the batches before the bad record")
+			assert.Len(t, numbers, map[string]int{"read error": 2, "short shard": 3}[tc.name])
+			assert.ErrorContains(t, err, tc.msgErr)
+		})
+	}
+}
+
+func TestStreamResumesBitIdentically(t *testing.T) {
+	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 7}
+	cfg := engine.Config{BatchSize: 3, Seed: 5, Workers: 2}
+	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(10, 7, 12), sc), cfg), 0, 2, -1)
+	for _, cut := range []int{1, 5, 10, 13} {
+		first := newLoader(t, streamDataset(t, newMemStream(10, 7, 12), sc), cfg)
+		got, st := runSteps(t, first, 0, 2, cut)
+		require.NoError(t, first.Close())
+		c := cfg
+		c.Workers, c.Resume = 1, roundTrip(t, st)
+		rest, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(10, 7, 12), sc), c), st.Epoch, 2, -1)
+		assert.Equal(t, want, append(got, rest...), "cut after %d", cut)
+	}
+	c := cfg
+	c.Resume, c.WorldSize = &engine.State{Len: 29, Schema: "", Seed: 5, WorldSize: 1}, 2
+	_, err := engine.New(streamDataset(t, newMemStream(10, 7, 12), sc), c)
+	assert.ErrorContains(t, err, "engine: Config.Resume: WorldSize: a StreamDataset resumes with the world size it was saved with (1), not 2")
+}
+
+func TestStreamConfigErrors(t *testing.T) {
+	d := streamDataset(t, newMemStream(4, 4), engine.StreamConfig{})
+	for _, tc := range []struct {
+		cfg  engine.Config
+		want string
+	}{
+		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for a StreamDataset"},
+		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for a StreamDataset"},
+		{engine.Config{WorldSize: 3, Rank: 2}, "rank 2 has no samples to pad with"},
+	} {
+		_, err := engine.New(d, tc.cfg)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	_, err := engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ShuffleBuffer: -1})
+	assert.ErrorContains(t, err, "engine: StreamConfig.ShuffleBuffer: -1")
+	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
+}
