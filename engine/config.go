@@ -201,7 +201,7 @@ func (c Config) validate() (Config, error) {
 	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler} {
 		if v, ok := v.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
-				return c, configError(name, "%v", err)
+				return c, fmt.Errorf("engine: Config.%s: %w", name, err)
 			}
 		}
 	}

@@ -170,13 +170,12 @@ func TestSamplersValidate(t *testing.T) {
 	}
 }
 
-// Through a Loader, an invalid sampler is the epoch's error, and a valid
-// one's order is what the loader visits.
+// Through a Loader, an invalid sampler is an error of New naming
+// Config.Sampler, and a valid one's order is what the loader visits.
 func TestRandomSamplersThroughTheLoader(t *testing.T) {
-	bad := newLoader(t, engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{Sampler: engine.WeightedRandom{Weights: []float64{1, -1, 1, 1}}})
-	_, err := untilError(bad, 0)
+	_, err := engine.New(engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{Sampler: engine.WeightedRandom{Weights: []float64{1, -1, 1, 1}}})
 	assert.ErrorIs(t, err, engine.ErrSampler)
-	assert.ErrorContains(t, err, "engine: the sampler of epoch 0 over 4 samples: panic: engine: WeightedRandom: weight 1 is -1")
+	assert.ErrorContains(t, err, "engine: Config.Sampler: engine: WeightedRandom: weight 1 is -1")
 
 	for _, s := range []engine.Sampler{
 		engine.WeightedRandom{Weights: []float64{5, 1, 0, 1, 3, 2, 2, 1, 1, 1}, NumSamples: 25, Replacement: true, Seed: 2},
