@@ -232,11 +232,6 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	}
 	numbers := l.track(epoch, resume, batches)
 	batches = dropDone(batches, numbers, l.pos.offset)
-	if sd, ok := l.ds.(*StreamDataset); ok {
-		if err := sd.begin(epoch, l.cfg.Seed, l.shard, batches); err != nil {
-			return nil, err
-		}
-	}
 	capacity := 0
 	for _, b := range batches {
 		capacity = max(capacity, len(b))
@@ -257,15 +252,21 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	workers := l.workers
+	if sd, ok := l.ds.(*StreamDataset); ok { // the last step that may fail
+		if err := sd.begin(epoch, l.cfg.Seed, l.shard, batches); err != nil {
+			return nil, err
+		}
+	}
 	if l.cfg.Workers > 0 && workers == nil {
 		workers = make([]*worker, l.cfg.Workers)
 		for i := range workers {
-			workers[i] = newWorker(i, l.cfg.Seed)
-		}
-		if !l.cfg.RestartWorkers {
-			for i := range workers {
+			if l.cfg.RestartWorkers {
+				workers[i] = newWorker(i, l.cfg.Seed)
+			} else {
 				workers[i] = l.startWorker(i)
 			}
+		}
+		if !l.cfg.RestartWorkers {
 			l.workers = workers
 		}
 	}
