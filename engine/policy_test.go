@@ -276,7 +276,7 @@ func TestStatsSayWhetherTheLoopWaitsForData(t *testing.T) {
 	runSteps(t, l, 0, 1, -1)
 	dataBound := l.Stats()
 	assert.Greater(t, dataBound.DataBound, 0.5, "the loop waited for a slow Fill")
-	assert.Equal(t, int64(24), dataBound.Fill.Count)
+	assert.InDelta(t, 24, dataBound.Fill.Count, 8, "one Fill in 8 is timed, standing for 8")
 	assert.Equal(t, int64(6), dataBound.Pad.Count)
 	assert.Equal(t, int64(6), dataBound.Wait.Count)
 	assert.GreaterOrEqual(t, dataBound.Fill.Mean(), 2*time.Millisecond)

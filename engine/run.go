@@ -286,12 +286,18 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 				clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
 			}
 		}
-		start := time.Now()
+		var start time.Time
+		timed := w.fills%fillSampling == 0
+		if w.fills++; timed {
+			start = time.Now()
+		}
 		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
 		if w.gone() { // the run is over and p's buffer is leaked: touch nothing
 			return
 		}
-		r.l.stats.fill.observe(time.Since(start))
+		if timed {
+			r.l.stats.fill.observeN(time.Since(start), fillSampling)
+		}
 		if err == nil || !r.l.cfg.OnError.retry(attempt, err, stack) || r.sleep(r.l.cfg.OnError.backoff(attempt)) != nil {
 			break
 		}
@@ -681,6 +687,7 @@ type worker struct {
 	since     time.Time
 	abandoned bool // stuck in a Fill past Timeout and left behind
 	inited    bool // Config.WorkerInit ran; only w's goroutine touches it
+	fills     int  // Fills run, for the sampling of their timing; only w's goroutine touches it
 }
 
 func newWorker(id int, seed uint64) *worker {

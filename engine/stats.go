@@ -49,12 +49,21 @@ type histogram struct {
 	buckets    [histBuckets]atomic.Int64
 }
 
-func (h *histogram) observe(d time.Duration) {
+func (h *histogram) observe(d time.Duration) { h.observeN(d, 1) }
+
+// observeN records d as the duration of each of n events (one timed,
+// standing for n).
+func (h *histogram) observeN(d time.Duration, n int64) {
 	us := uint64(max(d, 0) / time.Microsecond)
-	h.buckets[min(bits.Len64(us), histBuckets-1)].Add(1)
-	h.count.Add(1)
-	h.sum.Add(int64(d))
+	h.buckets[min(bits.Len64(us), histBuckets-1)].Add(n)
+	h.count.Add(n)
+	h.sum.Add(int64(d) * n)
 }
+
+// fillSampling is how many Fills one timed Fill stands for in the fill
+// histogram: reading the clock costs more than a small sample (a token
+// window) on some machines.
+const fillSampling = 8
 
 func (h *histogram) snapshot() Histogram {
 	s := Histogram{Count: h.count.Load(), Sum: time.Duration(h.sum.Load())}
