@@ -1,33 +1,50 @@
-// Command fashion trains a softmax-regression classifier on Fashion-MNIST
-// with a tensorbatch Loader feeding the batches: a small Go training loop
-// end to end. The data comes from Debian's dataset-fashion-mnist package.
+// Command fashion trains a one-hidden-layer MLP on Fashion-MNIST with
+// gonum's float32 BLAS, a tensorbatch Loader feeding the batches: a small Go
+// training loop end to end. Gemm reads each batch straight from its pinned
+// buffer (a blas32.General over the batch's float32 slice, no copy). The
+// data comes from Debian's dataset-fashion-mnist.
 //
-//	go run ./examples/fashion -epochs 2 -workers 2
+//	go run ./examples/fashion -epochs 10
 package main
 
 import (
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
-	"path/filepath"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/floats"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/fashion"
 )
 
 // DefaultDir is where Debian's dataset-fashion-mnist installs the data.
-const DefaultDir = "/usr/share/datasets/fashion-mnist"
+const DefaultDir = fashion.DefaultDir
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fashion:", err)
 		os.Exit(1)
 	}
+}
+
+// options are a training run's settings.
+type options struct {
+	dir     string
+	epochs  int
+	workers int
+	batch   int
+	hidden  int
+	limit   int // train on the first limit images (0: all)
+	lr      float32
 }
 
 // result is what a training run reports.
@@ -38,16 +55,19 @@ type result struct {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("fashion", flag.ContinueOnError)
-	dir := fs.String("data", DefaultDir, "directory with the Fashion-MNIST idx .gz files")
-	epochs := fs.Int("epochs", 2, "training epochs")
-	workers := fs.Int("workers", 2, "loader workers")
-	batch := fs.Int("batch", 64, "batch size")
-	limit := fs.Int("limit", 0, "use only the first N training samples (0: all)")
-	lr := fs.Float64("lr", 0.1, "learning rate")
+	o := options{}
+	fs.StringVar(&o.dir, "data", DefaultDir, "directory with the Fashion-MNIST idx .gz files")
+	fs.IntVar(&o.epochs, "epochs", 10, "training epochs")
+	fs.IntVar(&o.workers, "workers", 2, "loader workers")
+	fs.IntVar(&o.batch, "batch", 64, "batch size")
+	fs.IntVar(&o.hidden, "hidden", 128, "hidden units")
+	fs.IntVar(&o.limit, "limit", 0, "use only the first N training samples (0: all)")
+	lr := fs.Float64("lr", 0.02, "learning rate (SGD with momentum 0.9)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	res, err := train(ctx, *dir, *epochs, *workers, *batch, *limit, float32(*lr), out)
+	o.lr = float32(*lr)
+	res, err := train(ctx, o, out)
 	if err != nil {
 		return err
 	}
@@ -55,213 +75,201 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// images is Fashion-MNIST in memory: n images of 28×28 uint8 pixels.
-type images struct {
-	pixels []byte
-	labels []byte
-}
-
-func (d *images) Len() int { return len(d.labels) }
-
-func (d *images) Schema() collate.Schema {
-	return collate.Schema{
-		{Name: "image", DType: collate.Float32, Shape: []int{28 * 28}},
-		{Name: "label", DType: collate.Int64},
-	}
-}
-
-// Fill scales the pixels to [0, 1] and flips half the images left-right,
-// drawing from the sample's own RNG (the same flips for any worker count).
-func (d *images) Fill(_ context.Context, s *engine.Slot) error {
-	i := s.Index()
-	src := d.pixels[i*784 : (i+1)*784]
-	dst := collate.As[float32](s.Tensor("image"))
-	flip := s.Rand().IntN(2) == 1
-	for y := range 28 {
-		for x := range 28 {
-			sx := x
-			if flip {
-				sx = 27 - x
-			}
-			dst[y*28+x] = float32(src[y*28+sx]) / 255
-		}
-	}
-	collate.As[int64](s.Tensor("label"))[0] = int64(d.labels[i])
-	return nil
-}
-
-func train(ctx context.Context, dir string, epochs, workers, batch, limit int, lr float32, out io.Writer) (result, error) {
-	tr, err := load(dir, "train", limit)
+func train(ctx context.Context, o options, out io.Writer) (result, error) {
+	tr, err := fashion.Load(o.dir, "train", o.limit)
 	if err != nil {
 		return result{}, err
 	}
-	te, err := load(dir, "t10k", 0)
+	te, err := fashion.Load(o.dir, "t10k", 0)
 	if err != nil {
 		return result{}, err
 	}
-	l, err := engine.New(tr, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers})
+	// The math runs on the host: the cpu backend (no device copy).
+	l, err := engine.New(tr.Dataset(true), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1, Workers: o.workers, Backend: "cpu"})
 	if err != nil {
 		return result{}, err
 	}
 	defer l.Close()
 
-	m := newModel()
+	m := newMLP(o.hidden, rand.New(rand.NewPCG(1, 2)))
 	var res result
-	for epoch := range epochs {
-		total, n := 0.0, 0
+	for epoch := range o.epochs {
+		var losses, sizes []float64
 		for b, err := range l.Epoch(ctx, epoch) {
 			if err != nil {
 				return res, err
 			}
-			x := collate.As[float32](b.Tensor("image"))
-			y := collate.As[int64](b.Tensor("label"))
-			total += m.step(x, y, lr) * float64(len(y))
-			n += len(y)
+			x, y := batch(b)
+			losses = append(losses, m.step(x, y, o.lr))
+			sizes = append(sizes, float64(len(y)))
 		}
-		res.Loss = append(res.Loss, total/float64(n))
-		fmt.Fprintf(out, "epoch %d: loss %.4f (%d samples)\n", epoch, total/float64(n), n)
+		loss := stat.Mean(losses, sizes)
+		res.Loss = append(res.Loss, loss)
+		fmt.Fprintf(out, "epoch %d: loss %.4f (%d samples)\n", epoch, loss, int(floats.Sum(sizes)))
 	}
-	res.Accuracy = m.accuracy(te)
-	return res, nil
+	res.Accuracy, err = m.accuracy(ctx, te, o.workers)
+	return res, err
 }
 
-// model is softmax regression: logits = x·W + b.
-type model struct {
-	w [784 * 10]float32
-	b [10]float32
+// batch returns a batch's images as a matrix over its pinned memory (no
+// copy) and its labels.
+func batch(b *engine.Batch) (blas32.General, []int64) {
+	x := collate.As[float32](b.Tensor("image"))
+	return blas32.General{Rows: b.Len(), Cols: fashion.Pixels, Stride: fashion.Pixels, Data: x}, collate.As[int64](b.Tensor("label"))
 }
 
-func newModel() *model { return &model{} }
+// mlp is logits = relu(x·W1 + b1)·W2 + b2, trained by SGD with momentum on
+// the softmax cross-entropy. Rows are samples.
+type mlp struct {
+	w1, w2 blas32.General // [Pixels, hidden], [hidden, Classes]
+	b1, b2 blas32.Vector
+	v      velocity
 
-func (m *model) logits(x []float32, z *[10]float32) {
-	*z = m.b
-	for i, v := range x {
-		if v == 0 {
-			continue
-		}
-		row := m.w[i*10 : i*10+10]
-		for k := range z {
-			z[k] += v * row[k]
+	// Per-batch scratch, grown to the largest batch.
+	h, z, dh blas32.General // hidden activations, logits, their gradients
+	ones     blas32.Vector  // n ones: sums over the batch and bias broadcasts
+	row      []float64      // one row of logits, for gonum's float64 helpers
+}
+
+// newMLP initializes the weights with He's normal scaling from rng.
+func newMLP(hidden int, rng *rand.Rand) *mlp {
+	m := &mlp{
+		w1:  general(fashion.Pixels, hidden),
+		w2:  general(hidden, fashion.Classes),
+		b1:  vector(hidden),
+		b2:  vector(fashion.Classes),
+		row: make([]float64, fashion.Classes),
+		v: velocity{
+			w1: general(fashion.Pixels, hidden),
+			w2: general(hidden, fashion.Classes),
+			b1: vector(hidden),
+			b2: vector(fashion.Classes),
+		},
+	}
+	for _, w := range []blas32.General{m.w1, m.w2} {
+		scale := math.Sqrt(2 / float64(w.Rows))
+		for i := range w.Data {
+			w.Data[i] = float32(rng.NormFloat64() * scale)
 		}
 	}
+	return m
+}
+
+// velocity is the momentum of each parameter.
+type velocity struct {
+	w1, w2 blas32.General
+	b1, b2 blas32.Vector
+}
+
+// momentum is the fraction of the last update kept in the next.
+const momentum = 0.9
+
+func general(r, c int) blas32.General {
+	return blas32.General{Rows: r, Cols: c, Stride: c, Data: make([]float32, r*c)}
+}
+
+func vector(n int) blas32.Vector { return blas32.Vector{N: n, Inc: 1, Data: make([]float32, n)} }
+
+// flat views g's elements as a vector.
+func flat(g blas32.General) blas32.Vector { return blas32.Vector{N: len(g.Data), Inc: 1, Data: g.Data} }
+
+// rows returns the first n rows of g.
+func rows(g blas32.General, n int) blas32.General {
+	g.Rows = n
+	g.Data = g.Data[:n*g.Stride]
+	return g
+}
+
+// forward computes the hidden activations and logits of x's rows into the
+// scratch matrices and returns them.
+func (m *mlp) forward(x blas32.General) (h, z blas32.General) {
+	n := x.Rows
+	if m.h.Rows < n {
+		m.h, m.z, m.dh = general(n, m.w1.Cols), general(n, fashion.Classes), general(n, m.w1.Cols)
+		m.ones = blas32.Vector{N: n, Inc: 1, Data: make([]float32, n)}
+		for i := range m.ones.Data {
+			m.ones.Data[i] = 1
+		}
+	}
+	h, z = rows(m.h, n), rows(m.z, n)
+	ones := blas32.Vector{N: n, Inc: 1, Data: m.ones.Data[:n]}
+
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, x, m.w1, 0, h) // h = x·W1
+	blas32.Ger(1, ones, m.b1, h)                              // + b1 on every row
+	for i, v := range h.Data {
+		h.Data[i] = max(v, 0)
+	}
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, h, m.w2, 0, z) // z = h·W2
+	blas32.Ger(1, ones, m.b2, z)                              // + b2
+	return h, z
 }
 
 // step does one SGD step on a batch and returns its mean loss.
-func (m *model) step(x []float32, y []int64, lr float32) float64 {
-	var gw [784 * 10]float32
-	var gb [10]float32
+func (m *mlp) step(x blas32.General, y []int64, lr float32) float64 {
+	n := x.Rows
+	h, z := m.forward(x)
+	ones := blas32.Vector{N: n, Inc: 1, Data: m.ones.Data[:n]}
+
+	// z becomes dLoss/dz: (softmax(z) - onehot(y)) / n.
 	loss := 0.0
-	for s := range y {
-		xs := x[s*784 : (s+1)*784]
-		var z [10]float32
-		m.logits(xs, &z)
-		p := softmax(&z)
-		loss -= math.Log(max(float64(p[y[s]]), 1e-12))
-		p[y[s]]--
-		for i, v := range xs {
-			if v == 0 {
-				continue
-			}
-			for k := range p {
-				gw[i*10+k] += v * p[k]
-			}
+	for s := range n {
+		zs := z.Data[s*z.Stride : s*z.Stride+fashion.Classes]
+		for k, v := range zs {
+			m.row[k] = float64(v)
 		}
-		for k := range p {
-			gb[k] += p[k]
+		lse := floats.LogSumExp(m.row)
+		loss += lse - m.row[y[s]]
+		for k, v := range m.row {
+			zs[k] = float32(math.Exp(v-lse)) / float32(n)
+		}
+		zs[y[s]] -= 1 / float32(n)
+	}
+	dz := z
+
+	// dh = dz·W2ᵀ, through the ReLU; then the updates, in place.
+	dh := rows(m.dh, n)
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1, dz, m.w2, 0, dh)
+	for i, v := range h.Data {
+		if v <= 0 {
+			dh.Data[i] = 0
 		}
 	}
-	scale := lr / float32(len(y))
-	for i := range m.w {
-		m.w[i] -= scale * gw[i]
-	}
-	for k := range m.b {
-		m.b[k] -= scale * gb[k]
-	}
-	return loss / float64(len(y))
+	// v = momentum·v - lr·gradient, then w += v.
+	v := &m.v
+	blas32.Gemm(blas.Trans, blas.NoTrans, -lr, h, dz, momentum, v.w2) // dW2 = hᵀ·dz
+	blas32.Gemv(blas.Trans, -lr, dz, ones, momentum, v.b2)            // db2 = Σ rows of dz
+	blas32.Gemm(blas.Trans, blas.NoTrans, -lr, x, dh, momentum, v.w1) // dW1 = xᵀ·dh, x read in place
+	blas32.Gemv(blas.Trans, -lr, dh, ones, momentum, v.b1)
+	blas32.Axpy(1, flat(v.w1), flat(m.w1))
+	blas32.Axpy(1, v.b1, m.b1)
+	blas32.Axpy(1, flat(v.w2), flat(m.w2))
+	blas32.Axpy(1, v.b2, m.b2)
+	return loss / float64(n)
 }
 
-func softmax(z *[10]float32) [10]float32 {
-	hi := z[0]
-	for _, v := range z {
-		hi = max(hi, v)
+// accuracy is the fraction of set's images whose largest logit is their
+// class, fed by a loader in order.
+func (m *mlp) accuracy(ctx context.Context, set *fashion.Set, workers int) (float64, error) {
+	l, err := engine.New(set.Dataset(false), engine.Config{BatchSize: 1000, Workers: workers, Backend: "cpu"})
+	if err != nil {
+		return 0, err
 	}
-	var p [10]float32
-	sum := float32(0)
-	for k, v := range z {
-		p[k] = float32(math.Exp(float64(v - hi)))
-		sum += p[k]
-	}
-	for k := range p {
-		p[k] /= sum
-	}
-	return p
-}
-
-func (m *model) accuracy(d *images) float64 {
-	x := make([]float32, 784)
+	defer l.Close()
 	right := 0
-	for i := range d.Len() {
-		for j, v := range d.pixels[i*784 : (i+1)*784] {
-			x[j] = float32(v) / 255
+	for b, err := range l.Epoch(ctx, 0) {
+		if err != nil {
+			return 0, err
 		}
-		var z [10]float32
-		m.logits(x, &z)
-		best := 0
-		for k := range z {
-			if z[k] > z[best] {
-				best = k
+		x, y := batch(b)
+		_, z := m.forward(x)
+		for s := range x.Rows {
+			for k, v := range z.Data[s*z.Stride : s*z.Stride+fashion.Classes] {
+				m.row[k] = float64(v)
+			}
+			if floats.MaxIdx(m.row) == int(y[s]) {
+				right++
 			}
 		}
-		if best == int(d.labels[i]) {
-			right++
-		}
 	}
-	return float64(right) / float64(d.Len())
-}
-
-// load reads split ("train" or "t10k") from dir, keeping the first limit
-// samples when limit > 0.
-func load(dir, split string, limit int) (*images, error) {
-	pixels, err := readIDX(filepath.Join(dir, split+"-images-idx3-ubyte.gz"), 0x803)
-	if err != nil {
-		return nil, err
-	}
-	labels, err := readIDX(filepath.Join(dir, split+"-labels-idx1-ubyte.gz"), 0x801)
-	if err != nil {
-		return nil, err
-	}
-	if len(pixels) != len(labels)*784 {
-		return nil, fmt.Errorf("%s: %d labels for %d bytes of images", split, len(labels), len(pixels))
-	}
-	if limit > 0 && limit < len(labels) {
-		pixels, labels = pixels[:limit*784], labels[:limit]
-	}
-	return &images{pixels: pixels, labels: labels}, nil
-}
-
-// readIDX returns the payload of a gzipped IDX file with the given magic.
-func readIDX(path string, magic uint32) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w (install Debian's dataset-fashion-mnist, or pass -data)", err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer z.Close()
-	var hdr [2]uint32
-	if err := binary.Read(z, binary.BigEndian, &hdr); err != nil {
-		return nil, fmt.Errorf("%s: header: %w", path, err)
-	}
-	if hdr[0] != magic {
-		return nil, fmt.Errorf("%s: magic %#x, want %#x", path, hdr[0], magic)
-	}
-	dims := int(magic&0xff) - 1 // dimensions after the first
-	skip := make([]byte, 4*dims)
-	if _, err := io.ReadFull(z, skip); err != nil {
-		return nil, fmt.Errorf("%s: header: %w", path, err)
-	}
-	return io.ReadAll(z)
+	return float64(right) / float64(set.Len()), nil
 }

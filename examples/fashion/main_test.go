@@ -14,18 +14,22 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// short is the test's run: 2 epochs of the first 20000 images, a few
+// seconds (about 20 under -race) on two cores.
+var short = options{dir: DefaultDir, epochs: 2, workers: 2, batch: 64, hidden: 128, limit: 20000, lr: 0.02}
+
 func TestTrainsOnFashionMNIST(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(DefaultDir, "train-images-idx3-ubyte.gz")); err != nil {
 		t.Skipf("Fashion-MNIST is not installed (%v): apt-get install dataset-fashion-mnist, or run scripts/install-deps.sh", err)
 	}
 	var out bytes.Buffer
-	res, err := train(context.Background(), DefaultDir, 2, 2, 64, 12000, 0.1, &out)
+	res, err := train(context.Background(), short, &out)
 	require.NoError(t, err)
 	t.Log(out.String())
 	require.Len(t, res.Loss, 2)
 	assert.Less(t, res.Loss[1], res.Loss[0], "the loss falls")
 	assert.Less(t, res.Loss[0], 2.0, "better than chance (ln 10 = 2.30)")
-	assert.Greater(t, res.Accuracy, 0.70, "softmax regression reaches about 0.8 on Fashion-MNIST")
+	assert.GreaterOrEqual(t, res.Accuracy, 0.80, "the short run reaches 0.83 (the full run, 0.87)")
 }
 
 func TestRunReportsAMissingDataset(t *testing.T) {

@@ -1,0 +1,250 @@
+// Package s3test runs a real S3-compatible server, versitygw with its
+// posix backend, on 127.0.0.1 for tests and benchmarks: a temp directory
+// for storage, credentials made up on the spot, stopped by Stop (or the
+// test's cleanup). scripts/install-deps.sh installs versitygw with
+//
+//	go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+package s3test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Version is the versitygw release the project installs and tests with.
+const Version = "v1.8.0"
+
+// Binary returns the path of versitygw: on PATH, else in $GOBIN,
+// $GOPATH/bin or ~/go/bin, where go install puts it.
+func Binary() (string, error) {
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	var dirs []string
+	if d := os.Getenv("GOBIN"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d := os.Getenv("GOPATH"); d != "" {
+		dirs = append(dirs, filepath.Join(filepath.SplitList(d)[0], "bin"))
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(h, "go", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "versitygw")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("versitygw is not installed (scripts/install-deps.sh, or go install github.com/versity/versitygw/cmd/versitygw@%s)", Version)
+}
+
+// Server is a running versitygw.
+type Server struct {
+	Endpoint  string // http://127.0.0.1:port
+	AccessKey string
+	SecretKey string
+	Region    string
+	Dir       string // the posix backend's root: one folder per bucket
+
+	bin  string
+	addr string
+	log  lockedBuffer
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts versitygw serving dir on a free port of 127.0.0.1 and
+// waits until it answers.
+func Start(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &Server{
+		Endpoint: "http://" + addr, AccessKey: "tb" + token(8), SecretKey: token(20), Region: "us-east-1",
+		Dir: dir, bin: bin, addr: addr,
+	}
+	if err := s.Restart(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ForTest starts a server on a temp directory of t, stopped at its
+// cleanup. Without versitygw the test is skipped, saying how to install
+// it, unless $CI or $TB_REQUIRE_S3 is set: then it fails.
+func ForTest(t testing.TB) *Server {
+	t.Helper()
+	if _, err := Binary(); err != nil {
+		if os.Getenv("CI") != "" || os.Getenv("TB_REQUIRE_S3") != "" {
+			t.Fatalf("s3test: %v", err)
+		}
+		t.Skipf("s3test: %v", err)
+	}
+	s, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("s3test: %v", err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func token(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+// Env returns the variables an AWS client reads to reach the server, as
+// KEY=value; shared config and credential files are pointed at
+// /dev/null so that the user's own do not interfere.
+func (s *Server) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
+		"AWS_REGION=" + s.Region,
+		"AWS_ENDPOINT_URL_S3=" + s.Endpoint,
+		"AWS_CONFIG_FILE=" + os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull,
+		"AWS_PROFILE=",
+		"AWS_SESSION_TOKEN=",
+		"AWS_ENDPOINT_URL=",
+	}
+}
+
+// Setenv sets Env's variables for the test, unsetting those Env leaves
+// empty (the AWS SDK tells an empty variable from an unset one).
+func (s *Server) Setenv(t testing.TB) {
+	for _, kv := range s.Env() {
+		k, v, _ := cutEq(kv)
+		t.Setenv(k, v)
+		if v == "" {
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func cutEq(kv string) (string, string, bool) {
+	for i := range len(kv) {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+// Restart starts the server again after Kill (or starts it the first
+// time), on the same address and directory, and waits until it answers.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return errors.New("s3test: versitygw is already running")
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, "--port", s.addr, "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--region", s.Region, "--quiet", "posix", "--nometa", s.Dir)
+	cmd.Stdout, cmd.Stderr = &s.log, &s.log
+	for _, kv := range os.Environ() { // the flags alone configure it
+		if !strings.HasPrefix(kv, "VGW_") && !strings.HasPrefix(kv, "ROOT_ACCESS_KEY") && !strings.HasPrefix(kv, "ROOT_SECRET") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("s3test: starting versitygw: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	deadline := time.Now().Add(30 * time.Second)
+	c := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-done:
+			s.cmd = nil
+			return fmt.Errorf("s3test: versitygw exited at start: %s", s.log.String())
+		default:
+		}
+		if resp, err := c.Get(s.Endpoint + "/"); err == nil {
+			resp.Body.Close()
+			c.CloseIdleConnections()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("s3test: versitygw did not answer on %s within 30s: %s", s.addr, s.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is the server's output, written by exec's copier.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+}
+
+func (s *Server) kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Stop stops the server; its directory stays.
+func (s *Server) Stop() { s.Kill() }
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Port returns the server's port.
+func (s *Server) Port() int {
+	_, p, _ := net.SplitHostPort(s.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}

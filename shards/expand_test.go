@@ -1,0 +1,47 @@
+package shards
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExpand(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"plain.tar", []string{"plain.tar"}},
+		{"train-{0000..0003}.tar", []string{"train-0000.tar", "train-0001.tar", "train-0002.tar", "train-0003.tar"}},
+		{"t-{8..11}", []string{"t-8", "t-9", "t-10", "t-11"}},
+		{"t-{08..11}", []string{"t-08", "t-09", "t-10", "t-11"}},
+		{"t-{3..1}", []string{"t-3", "t-2", "t-1"}},
+		{"t-{-1..1}", []string{"t--1", "t-0", "t-1"}},
+		{"{-05..05}", []string{"-05", "-04", "-03", "-02", "-01", "000", "001", "002", "003", "004", "005"}},
+		{"{a,b}-{0..1}.tar", []string{"a-0.tar", "a-1.tar", "b-0.tar", "b-1.tar"}},
+		{"s3://b/{train,val{1..2}}.tar", []string{"s3://b/train.tar", "s3://b/val1.tar", "s3://b/val2.tar"}},
+		{"{a,,b}", []string{"a", "", "b"}},
+		{"x{0..0}y", []string{"x0y"}},
+	} {
+		got, err := Expand(tc.pattern)
+		require.NoError(t, err, tc.pattern)
+		assert.Equal(t, tc.want, got, tc.pattern)
+	}
+}
+
+func TestExpandErrors(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"a{0..3":        `pattern "a{0..3": unmatched { at byte 1`,
+		"a}":            `pattern "a}": unmatched } at byte 1`,
+		"a{x}b":         `group "{x}" at byte 1 is neither a range {a..b} nor a list {a,b}`,
+		"{}":            `group "{}" at byte 0 is neither`,
+		"{a,{b}":        "unmatched { at byte 0",
+		"{a,b}{c,{d}}":  `group "{d}" at byte 8`,
+		"{0..99999999}": "more than",
+	} {
+		_, err := Expand(pattern)
+		require.Error(t, err, pattern)
+		assert.Contains(t, err.Error(), want, pattern)
+	}
+}

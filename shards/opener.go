@@ -1,0 +1,487 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Defaults of an Opener's zero fields.
+const (
+	DefaultTimeout = 30 * time.Second
+	DefaultRetries = 5
+	DefaultBackoff = 200 * time.Millisecond
+)
+
+// Opener opens shards by name: a local path or file:// URL, an http:// or
+// https:// URL, or s3://bucket/key. Remote reads are resumable: a
+// transient failure (a 5xx, 408 or 429 status, a timeout, a refused or
+// dropped connection, a body cut short) is retried with backoff by a
+// range request from the byte where the read stopped, and counted in
+// Retried. A 403, a 404 or a shard that changes while it is read (its
+// ETag or Last-Modified differ between requests) fails at once. The zero
+// Opener is ready to use; it is safe for concurrent use.
+type Opener struct {
+	// HTTPClient does http(s):// requests. Nil means a client whose
+	// transport bounds dialing, the TLS handshake and the wait for response
+	// headers by Timeout.
+	HTTPClient *http.Client
+	// S3 reads s3:// URLs. Nil means a client made on first use by
+	// NewS3Client, from the standard AWS configuration.
+	S3 *s3.Client
+	// Timeout bounds each remote request until its response headers and
+	// each silence of a response body; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRetries is how many times in a row a transient failure is retried
+	// before the read fails; the count starts again once bytes arrive. 0
+	// means DefaultRetries; negative, none.
+	MaxRetries int
+	// Backoff is the wait before the first retry, doubling at each retry
+	// in a row up to 32 times; 0 means DefaultBackoff.
+	Backoff time.Duration
+
+	retried atomic.Int64
+
+	httpOnce sync.Once
+	client   *http.Client
+	s3Once   sync.Once
+	s3       *s3.Client
+	s3Err    error
+}
+
+// Retried returns the transient failures retried so far, over every
+// shard this Opener has read.
+func (o *Opener) Retried() int64 { return o.retried.Load() }
+
+func (o *Opener) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (o *Opener) maxRetries() int {
+	switch {
+	case o.MaxRetries < 0:
+		return 0
+	case o.MaxRetries == 0:
+		return DefaultRetries
+	}
+	return o.MaxRetries
+}
+
+// backoff is the wait before retry number n in a row (from 1).
+func (o *Opener) backoff(n int) time.Duration {
+	d := o.Backoff
+	if d <= 0 {
+		d = DefaultBackoff
+	}
+	return d << min(n-1, 5)
+}
+
+func (o *Opener) httpClient() *http.Client {
+	if o.HTTPClient != nil {
+		return o.HTTPClient
+	}
+	o.httpOnce.Do(func() {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		d := &net.Dialer{Timeout: o.timeout(), KeepAlive: 30 * time.Second}
+		t.DialContext = d.DialContext
+		t.TLSHandshakeTimeout = o.timeout()
+		t.ResponseHeaderTimeout = o.timeout()
+		t.MaxIdleConnsPerHost = 64
+		o.client = &http.Client{Transport: t}
+	})
+	return o.client
+}
+
+func (o *Opener) s3Client(ctx context.Context) (*s3.Client, error) {
+	if o.S3 != nil {
+		return o.S3, nil
+	}
+	o.s3Once.Do(func() {
+		o.s3, o.s3Err = NewS3Client(ctx, func(so *s3.Options) { so.HTTPClient = o.httpClient() })
+	})
+	return o.s3, o.s3Err
+}
+
+// CloseIdleConnections closes the idle connections of the Opener's HTTP
+// client, which its S3 client shares unless S3 was set; for example when
+// a job is done with its shards.
+func (o *Opener) CloseIdleConnections() { o.httpClient().CloseIdleConnections() }
+
+// kind is how a shard name is read.
+type kind int
+
+const (
+	local kind = iota
+	viaHTTP
+	viaS3
+)
+
+// parse splits a shard name into its kind and, for s3://, bucket and key;
+// for a local name, the path.
+func parse(name string) (k kind, a, b string, err error) {
+	switch {
+	case strings.HasPrefix(name, "http://"), strings.HasPrefix(name, "https://"):
+		return viaHTTP, name, "", nil
+	case strings.HasPrefix(name, "s3://"):
+		bucket, key, _ := strings.Cut(strings.TrimPrefix(name, "s3://"), "/")
+		if bucket == "" || key == "" {
+			return 0, "", "", fmt.Errorf("shards: %q: want s3://bucket/key", name)
+		}
+		return viaS3, bucket, key, nil
+	case strings.HasPrefix(name, "file://"):
+		u, err := url.Parse(name)
+		if err != nil {
+			return 0, "", "", fmt.Errorf("shards: %q: %w", name, err)
+		}
+		return local, u.Path, "", nil
+	case strings.Contains(name, "://"):
+		return 0, "", "", fmt.Errorf("shards: %q: unknown scheme; want a path, file://, http://, https:// or s3://", name)
+	}
+	return local, name, "", nil
+}
+
+// Open returns a reader of the shard name from its first byte. Remote
+// reads resume after transient failures (see Opener); every error names
+// the shard.
+func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	k, a, b, err := parse(name)
+	if err != nil {
+		return nil, err
+	}
+	var f fetcher
+	switch k {
+	case local:
+		return os.Open(a)
+	case viaHTTP:
+		f = o.httpFetcher(a)
+	case viaS3:
+		c, err := o.s3Client(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("shards: %s: %w", name, err)
+		}
+		f = s3Fetcher(c, a, b)
+	}
+	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, total: -1}
+	// Connect now, so that a missing shard or bad credentials fail Open.
+	if err := r.connect(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ReadFile returns the whole of a small file (an index): found is false,
+// with no error, when it does not exist (a local ENOENT, a 404, S3's
+// NoSuchKey).
+func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found bool, err error) {
+	rc, err := o.Open(ctx, name)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotFound) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer rc.Close()
+	data, err = io.ReadAll(rc)
+	if err != nil {
+		return nil, false, fmt.Errorf("shards: %s: %w", name, err)
+	}
+	return data, true, nil
+}
+
+// A fetcher starts a GET of a remote shard from byte off: the body and
+// what the response said about the object.
+type fetcher func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error)
+
+type objectInfo struct {
+	total   int64  // the object's size; -1 when unknown
+	version string // ETag, else Last-Modified; "" when neither came
+}
+
+var (
+	errNotFound  = errors.New("not found")
+	errIdle      = errors.New("no bytes arrived within the timeout")
+	errTruncated = errors.New("response body ended early")
+)
+
+// statusError is an HTTP status that is not a success.
+type statusError struct {
+	code int
+	msg  string
+	err  error // the client's own error, if any
+}
+
+func (e *statusError) Unwrap() error { return e.err }
+
+func (e *statusError) Error() string {
+	if e.msg != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", e.code, http.StatusText(e.code), e.msg)
+	}
+	return fmt.Sprintf("HTTP %d %s", e.code, http.StatusText(e.code))
+}
+
+func (e *statusError) Is(target error) bool {
+	return target == errNotFound && e.code == http.StatusNotFound
+}
+
+// retryable reports whether a status is worth retrying.
+func retryable(code int) bool {
+	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
+}
+
+// transient reports whether err, from a read of a request made under ctx,
+// is worth retrying.
+func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		return retryable(se.code)
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, errIdle), errors.Is(err, errTruncated), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || s3Transient(err)
+}
+
+// remoteReader reads a remote shard, resuming at the byte it stopped at
+// after a transient failure.
+type remoteReader struct {
+	ctx   context.Context
+	o     *Opener
+	name  string
+	fetch fetcher
+
+	off     int64
+	total   int64  // -1 until a response says
+	version string // of the first response
+
+	body   io.ReadCloser
+	cancel context.CancelCauseFunc // of the body's request
+	timer  *time.Timer             // cancels the request after Timeout of silence
+	reqCtx context.Context
+
+	fails   int   // transient failures in a row, with no byte read since
+	lastErr error // the failure the next connect retries; nil for the first
+	err     error // sticky
+}
+
+// connect starts a request from r.off, retrying transient failures.
+func (r *remoteReader) connect() error {
+	for {
+		if r.lastErr != nil {
+			if r.fails >= r.o.maxRetries() {
+				return r.fail(fmt.Errorf("giving up at byte %d after %d retries: %w", r.off, r.fails, r.lastErr))
+			}
+			r.fails++
+			r.o.retried.Add(1)
+			t := time.NewTimer(r.o.backoff(r.fails))
+			select {
+			case <-r.ctx.Done():
+				t.Stop()
+				return r.fail(context.Cause(r.ctx))
+			case <-t.C:
+			}
+		}
+		ctx, cancel := context.WithCancelCause(r.ctx)
+		timer := time.AfterFunc(r.o.timeout(), func() { cancel(errIdle) })
+		body, info, err := r.fetch(ctx, r.off)
+		timer.Stop()
+		if err == nil {
+			err = r.check(info)
+			if err != nil {
+				body.Close()
+				cancel(nil)
+				return r.fail(err)
+			}
+			r.body, r.cancel, r.timer, r.reqCtx = body, cancel, timer, ctx
+			return nil
+		}
+		if c := context.Cause(ctx); errors.Is(c, errIdle) && r.ctx.Err() == nil {
+			err = fmt.Errorf("%w (%v)", errIdle, r.o.timeout())
+		}
+		cancel(nil)
+		if errors.Is(err, errEOF) {
+			r.total = r.off
+			return nil
+		}
+		if !transient(r.ctx, err) {
+			if r.ctx.Err() != nil {
+				err = context.Cause(r.ctx)
+			}
+			return r.fail(err)
+		}
+		r.lastErr = err
+	}
+}
+
+// check compares a response with the first one.
+func (r *remoteReader) check(info objectInfo) error {
+	if r.version == "" && r.total < 0 {
+		r.version, r.total = info.version, info.total
+		return nil
+	}
+	if info.version != r.version || (info.total >= 0 && r.total >= 0 && info.total != r.total) {
+		return fmt.Errorf("changed while being read (version %q, %d bytes; was %q, %d bytes)", info.version, info.total, r.version, r.total)
+	}
+	return nil
+}
+
+func (r *remoteReader) fail(err error) error {
+	r.err = &readError{r.name, err}
+	return r.err
+}
+
+// readError is the failure of a remote read, which names the shard.
+type readError struct {
+	name string
+	err  error
+}
+
+func (e *readError) Error() string { return "shards: " + e.name + ": " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+func (r *remoteReader) closeBody() {
+	if r.body != nil {
+		r.timer.Stop()
+		r.body.Close()
+		r.cancel(nil)
+		r.body = nil
+	}
+}
+
+func (r *remoteReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if r.body == nil {
+			if r.total >= 0 && r.off >= r.total {
+				return 0, io.EOF
+			}
+			if err := r.connect(); err != nil {
+				return 0, err
+			}
+			if r.body == nil { // the range starts at the end
+				return 0, io.EOF
+			}
+		}
+		r.timer.Reset(r.o.timeout())
+		n, err := r.body.Read(p)
+		r.timer.Stop()
+		r.off += int64(n)
+		if n > 0 {
+			r.fails = 0
+		}
+		if err == nil {
+			return n, nil
+		}
+		if err == io.EOF {
+			if r.total < 0 || r.off >= r.total {
+				r.closeBody()
+				r.total = r.off
+				return n, io.EOF
+			}
+			err = fmt.Errorf("%w at byte %d of %d", errTruncated, r.off, r.total)
+		}
+		if c := context.Cause(r.reqCtx); errors.Is(c, errIdle) && r.ctx.Err() == nil {
+			err = fmt.Errorf("%w (%v) at byte %d", errIdle, r.o.timeout(), r.off)
+		}
+		r.closeBody()
+		if !transient(r.ctx, err) {
+			if r.ctx.Err() != nil {
+				err = context.Cause(r.ctx)
+			}
+			return n, r.fail(err)
+		}
+		r.lastErr = err
+		if n > 0 {
+			return n, nil // the next Read resumes
+		}
+	}
+}
+
+func (r *remoteReader) Close() error {
+	r.closeBody()
+	if r.err == nil {
+		r.err = fmt.Errorf("shards: %s: read after Close", r.name)
+	}
+	return nil
+}
+
+// errEOF is a fetch's answer to a range that starts at the object's end.
+var errEOF = errors.New("range starts at the end")
+
+// httpFetcher GETs u from a byte offset with a range request.
+func (o *Opener) httpFetcher(u string) fetcher {
+	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, objectInfo{}, err
+		}
+		// Offsets count the bytes as stored: no transparent gzip.
+		req.Header.Set("Accept-Encoding", "identity")
+		if off > 0 {
+			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
+		}
+		resp, err := o.httpClient().Do(req)
+		if err != nil {
+			return nil, objectInfo{}, err
+		}
+		info := objectInfo{total: -1, version: resp.Header.Get("ETag")}
+		if info.version == "" {
+			info.version = resp.Header.Get("Last-Modified")
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			info.total = resp.ContentLength
+			if off > 0 { // the server ignored the range: skip to off
+				if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+					resp.Body.Close()
+					return nil, objectInfo{}, err
+				}
+			}
+			return resp.Body, info, nil
+		case http.StatusPartialContent:
+			var first, last, total int64
+			cr := resp.Header.Get("Content-Range")
+			if _, err := fmt.Sscanf(cr, "bytes %d-%d/%d", &first, &last, &total); err != nil || first != off {
+				resp.Body.Close()
+				return nil, objectInfo{}, fmt.Errorf("range from byte %d answered with Content-Range %q", off, cr)
+			}
+			info.total = total
+			return resp.Body, info, nil
+		case http.StatusRequestedRangeNotSatisfiable:
+			resp.Body.Close()
+			if off > 0 {
+				return nil, objectInfo{}, errEOF
+			}
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		resp.Body.Close()
+		return nil, objectInfo{}, &statusError{code: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+	}
+}

@@ -1,0 +1,305 @@
+package shards
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// DecodeFunc writes a record into its slot: engine.Stream's Decode. It
+// runs on a worker goroutine, concurrently with other calls.
+type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) error
+
+// Source is a set of WebDataset tar shards as an engine.Stream: pass it to
+// engine.FromStream, which splits the shards across ranks and workers.
+// Each sample is one engine.Record (see TarReader), decoded into its slot
+// by the DecodeFunc. It counts the retries of its remote reads (Retries),
+// which the loader reports as Stats.ReadRetries.
+//
+// Sample counts: engine.FromStream asks for every shard's count once. They
+// come from a shard list (see ShardList) when there is one: the file named
+// by the IndexFile option, else, for remote shards, "shardlist.json"
+// beside the first shard, when it exists. Shards it does not list are
+// scanned: their tar headers are read, seeking over member data for a
+// local file, reading the whole shard for a remote one (hence the list).
+type Source struct {
+	names  []string
+	schema collate.Schema
+	decode DecodeFunc
+	o      options
+}
+
+// Option configures a Source.
+type Option func(*options)
+
+type options struct {
+	opener    *Opener
+	index     string
+	indexSet  bool
+	maxMember int64
+}
+
+// UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
+// clients); by default, a zero Opener of the Source's own.
+func UseOpener(o *Opener) Option { return func(opts *options) { opts.opener = o } }
+
+// IndexFile names the shard list to take sample counts from (see
+// ShardList); it must exist. "" turns the look-up of shardlist.json off,
+// so every shard is scanned.
+func IndexFile(name string) Option {
+	return func(o *options) { o.index, o.indexSet = name, true }
+}
+
+// MaxMemberBytes bounds the size of one tar member (DefaultMaxMemberBytes
+// by default): a larger one is an error naming it.
+func MaxMemberBytes(n int64) Option { return func(o *options) { o.maxMember = n } }
+
+// New returns the Source of the shards that pattern names (see Expand:
+// "s3://bucket/train-{0000..0999}.tar"), whose samples decode writes
+// into slots of schema.
+func New(pattern string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
+	names, err := Expand(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return FromNames(names, schema, decode, opts...)
+}
+
+// FromNames returns the Source of the shards names, in this order.
+func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("shards: no shards")
+	}
+	if decode == nil {
+		return nil, fmt.Errorf("shards: nil DecodeFunc")
+	}
+	if err := schema.Validate(); err != nil {
+		return nil, fmt.Errorf("shards: schema: %w", err)
+	}
+	s := &Source{names: append([]string(nil), names...), schema: schema, decode: decode}
+	for _, o := range opts {
+		o(&s.o)
+	}
+	if s.o.opener == nil {
+		s.o.opener = &Opener{}
+	}
+	for _, n := range names {
+		if _, _, _, err := parse(n); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Names returns the shard names.
+func (s *Source) Names() []string { return append([]string(nil), s.names...) }
+
+// Schema returns the schema of the samples.
+func (s *Source) Schema() collate.Schema { return s.schema }
+
+// Retries returns the transient read failures retried so far.
+func (s *Source) Retries() int64 { return s.o.opener.Retried() }
+
+// Opener returns the Opener the shards are read with.
+func (s *Source) Opener() *Opener { return s.o.opener }
+
+// Shards returns the shards with their sample counts (see Source).
+func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
+	known := map[string]int{}
+	index, required := s.o.index, s.o.indexSet
+	if !required && remote(s.names[0]) {
+		index = dir(s.names[0]) + "shardlist.json"
+	}
+	if index != "" {
+		data, found, err := s.o.opener.ReadFile(ctx, index)
+		var se *statusError
+		if !required && errors.As(err, &se) && se.code == http.StatusForbidden {
+			// S3 answers 403 for a missing key to those who may not list
+			// the bucket: the shards' own reads will say if it is more.
+			data, found, err = nil, false, nil
+		}
+		switch {
+		case err != nil:
+			return nil, err
+		case !found && required:
+			return nil, fmt.Errorf("shards: index %s: not found", index)
+		case found:
+			var l ShardList
+			if err := json.Unmarshal(data, &l); err != nil {
+				return nil, fmt.Errorf("shards: index %s: %w", index, err)
+			}
+			for _, e := range l.Shards {
+				if e.Samples < 0 {
+					return nil, fmt.Errorf("shards: index %s: %q has %d samples", index, e.URL, e.Samples)
+				}
+				known[resolve(index, e.URL)] = e.Samples
+			}
+		}
+	}
+	out := make([]engine.ShardInfo, len(s.names))
+	errs := make([]error, len(s.names))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, name := range s.names {
+		out[i].Name = name
+		if n, ok := known[name]; ok {
+			out[i].Samples = n
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = context.Cause(ctx)
+				return
+			}
+			defer func() { <-sem }()
+			out[i].Samples, errs[i] = s.o.opener.count(ctx, name, s.o.maxMember)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Open starts reading a shard from its first sample.
+func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
+	rc, err := s.o.opener.Open(ctx, shard.Name)
+	if err != nil {
+		return nil, err
+	}
+	return NewTarReader(shard.Name, rc, s.o.maxMember), nil
+}
+
+// Decode writes rec into s with the Source's DecodeFunc.
+func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slot) error {
+	return s.decode(ctx, rec, slot)
+}
+
+// Count returns the samples of the tar shard name, from its headers: for
+// a local file it seeks over the member data; a remote shard is read
+// whole.
+func (o *Opener) Count(ctx context.Context, name string) (int, error) { return o.count(ctx, name, 0) }
+
+func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, error) {
+	k, path, _, err := parse(name)
+	if err != nil {
+		return 0, err
+	}
+	var t *TarReader
+	if k == local {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, fmt.Errorf("shards: %w", err)
+		}
+		t = newTarReader(name, f, f, maxMember)
+	} else {
+		rc, err := o.Open(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		t = NewTarReader(name, rc, maxMember)
+	}
+	defer t.Close()
+	return t.Count(ctx)
+}
+
+func remote(name string) bool {
+	k, _, _, _ := parse(name)
+	return k != local
+}
+
+// dir returns name up to and including its last slash ("" for none).
+func dir(name string) string { return name[:strings.LastIndexByte(name, '/')+1] }
+
+// resolve returns the name of a shard that the shard list index lists as
+// u: u itself when it is absolute (a URL, or a path from /), else u
+// relative to the list's folder.
+func resolve(index, u string) string {
+	if strings.Contains(u, "://") || strings.HasPrefix(u, "/") {
+		return u
+	}
+	return dir(index) + strings.TrimPrefix(u, "./")
+}
+
+// ShardList is a shard index in the format of WebDataset's wids
+// ("wids-shard-index-v1"): the shards with their sample counts, so that a
+// remote dataset's shards need not be scanned. Relative URLs are relative
+// to the list's folder. Make one with BuildShardList and upload it as
+// shardlist.json beside the shards.
+type ShardList struct {
+	Kind    string       `json:"__kind__"`
+	Version int          `json:"wids_version"`
+	Name    string       `json:"name,omitempty"`
+	Shards  []ShardEntry `json:"shardlist"`
+}
+
+// ShardEntry is one shard of a ShardList.
+type ShardEntry struct {
+	URL     string `json:"url"`
+	Samples int    `json:"nsamples"`
+	Bytes   int64  `json:"filesize,omitempty"`
+}
+
+// BuildShardList counts the samples of the shards names (with o; nil
+// means a zero Opener) and returns their list, each named by its base
+// name, to be stored beside them as shardlist.json.
+func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, error) {
+	if o == nil {
+		o = &Opener{}
+	}
+	l := ShardList{Kind: "wids-shard-index-v1", Version: 1}
+	for _, name := range names {
+		n, err := o.Count(ctx, name)
+		if err != nil {
+			return ShardList{}, err
+		}
+		e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
+		if k, path, _, _ := parse(name); k == local {
+			if fi, err := os.Stat(path); err == nil {
+				e.Bytes = fi.Size()
+			}
+		}
+		l.Shards = append(l.Shards, e)
+	}
+	return l, nil
+}
+
+// Field returns the bytes of rec's member ext, or an error naming the
+// shard, the sample and the members it has.
+func Field(rec engine.Record, ext string) ([]byte, error) {
+	b, ok := rec.Fields[ext]
+	if !ok {
+		return nil, fmt.Errorf("shards: %s: sample %q has no .%s member (it has %s)", rec.Shard, rec.Key, ext, fieldList(rec.Fields))
+	}
+	return b, nil
+}
+
+// Int returns rec's member ext parsed as a decimal integer, as WebDataset
+// stores class labels (".cls"); errors name the shard and sample.
+func Int(rec engine.Record, ext string) (int64, error) {
+	b, err := Field(rec, ext)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("shards: %s: sample %q: .%s: %w", rec.Shard, rec.Key, ext, err)
+	}
+	return v, nil
+}

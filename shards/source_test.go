@@ -1,0 +1,215 @@
+package shards
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// loadAll reads every batch of epoch through a loader of src.
+func loadAll(t testing.TB, src engine.Stream, sc engine.StreamConfig, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
+	t.Helper()
+	d, err := engine.FromStream(context.Background(), src, sc)
+	require.NoError(t, err)
+	return load(t, d, cfg, epoch)
+}
+
+// load reads every batch of epoch through a loader of d.
+func load(t testing.TB, d *engine.StreamDataset, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
+	t.Helper()
+	if cfg.WorldSize == 0 {
+		cfg.WorldSize = 1
+	}
+	if cfg.Backend == "" {
+		cfg.Backend = "cpu"
+	}
+	l, err := engine.New(d, cfg)
+	require.NoError(t, err)
+	defer l.Close()
+	ids, data, err := batches(t, l, epoch)
+	return ids, data, l.Stats(), err
+}
+
+func flat(ids [][]int) []int {
+	var out []int
+	for _, b := range ids {
+		out = append(out, b...)
+	}
+	return out
+}
+
+func TestSourceLocalEpochVisitsEverySampleOnce(t *testing.T) {
+	dir := t.TempDir()
+	_, pattern := writeShards(t, dir, 10, 3, 0, 7)
+	src, err := New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	infos, err := src.Shards(context.Background())
+	require.NoError(t, err)
+	require.Len(t, infos, 4)
+	assert.Equal(t, []int{10, 3, 0, 7}, []int{infos[0].Samples, infos[1].Samples, infos[2].Samples, infos[3].Samples})
+	assert.Equal(t, filepath.Join(dir, "train-0002.tar"), infos[2].Name)
+
+	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 6}
+	ref, refData, _, err := loadAll(t, src, sc, engine.Config{BatchSize: 4, Seed: 7}, 1)
+	require.NoError(t, err)
+	got := flat(ref)
+	assert.Len(t, got, 20)
+	assert.ElementsMatch(t, seq(20), got)
+	assert.NotEqual(t, seq(20), got, "shuffled")
+	for _, w := range []int{0, 1, 3} {
+		ids, data, _, err := loadAll(t, src, sc, engine.Config{BatchSize: 4, Seed: 7, Workers: w, PrefetchFactor: 3}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, ref, ids, "workers %d", w)
+		assert.Equal(t, refData, data, "workers %d: bit-identical batches", w)
+	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
+	f := newFaultServer(t)
+	_, pattern := writeShards(t, f.dir, 40, 25, 33)
+	local, err := New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 16, ReadAheadBytes: 64 << 10}
+	cfg := engine.Config{BatchSize: 8, Seed: 3, Workers: 2}
+	want, wantData, _, err := loadAll(t, local, sc, cfg, 0)
+	require.NoError(t, err)
+
+	o := fastOpener()
+	o.Timeout = time.Second
+	defer o.CloseIdleConnections()
+	remote, err := New(f.URL+"/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o))
+	require.NoError(t, err)
+	// No shardlist.json: counted by scanning, under faults too.
+	f.inject(func(f *faultServer) { f.fail, f.cuts = 1, []int64{5000} })
+	d, err := engine.FromStream(context.Background(), remote, sc)
+	require.NoError(t, err)
+	assert.Equal(t, 98, d.Len())
+	assert.Len(t, f.requests(), 1+3+2, "shardlist.json, 3 shards, 2 retries")
+	assert.EqualValues(t, 2, o.Retried())
+
+	f.inject(func(f *faultServer) {
+		f.fail, f.cuts = 2, []int64{100, 30000, 7}
+		f.stalls, f.stallAt, f.stallFor = 1, 20000, 10*time.Second
+	})
+	got, gotData, st, err := load(t, d, cfg, 0)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, wantData, gotData, "the same bytes as the local run")
+	assert.EqualValues(t, 2+2+3+1, o.Retried())
+	assert.EqualValues(t, 2+2+3+1, st.ReadRetries, "Stats.ReadRetries")
+}
+
+func TestSourceShardList(t *testing.T) {
+	f := newFaultServer(t)
+	paths, pattern := writeShards(t, f.dir, 5, 6)
+	l, err := BuildShardList(context.Background(), nil, paths)
+	require.NoError(t, err)
+	assert.Equal(t, "wids-shard-index-v1", l.Kind)
+	assert.Equal(t, []ShardEntry{{"train-0000.tar", 5, fileSize(t, paths[0])}, {"train-0001.tar", 6, fileSize(t, paths[1])}}, l.Shards)
+	l.Shards[1].Samples = 4 // a list is trusted: the reads stop at 4
+	data, err := json.Marshal(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "shardlist.json"), data, 0o644))
+
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	remote, err := New(f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
+	require.NoError(t, err)
+	infos, err := remote.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []engine.ShardInfo{{Name: f.URL + "/train-0000.tar", Samples: 5}, {Name: f.URL + "/train-0001.tar", Samples: 4}}, infos)
+	assert.Equal(t, []string{"/shardlist.json "}, f.requests(), "counted from the list alone")
+
+	// Locally, a list is read only when named.
+	local, err := New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	infos, err = local.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 6, infos[1].Samples)
+	local, err = New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "shardlist.json")))
+	require.NoError(t, err)
+	infos, err = local.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 4, infos[1].Samples)
+	ids, _, _, err := loadAll(t, local, engine.StreamConfig{}, engine.Config{BatchSize: 3}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, seq(9), flat(ids))
+
+	missing, err := New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "nope.json")))
+	require.NoError(t, err)
+	_, err = missing.Shards(context.Background())
+	assert.ErrorContains(t, err, "nope.json: not found")
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "bad.json"), []byte("{"), 0o644))
+	bad, err := New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "bad.json")))
+	require.NoError(t, err)
+	_, err = bad.Shards(context.Background())
+	assert.ErrorContains(t, err, "bad.json: unexpected end of JSON input")
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	return fi.Size()
+}
+
+func TestSourceErrors(t *testing.T) {
+	dir := t.TempDir()
+	paths, pattern := writeShards(t, dir, 4, 4)
+	_, err := New("a{", testSchema, decodeTest)
+	assert.ErrorContains(t, err, "unmatched {")
+	_, err = New(pattern, testSchema, nil)
+	assert.ErrorContains(t, err, "nil DecodeFunc")
+	_, err = New("gopher://x/{a,b}", testSchema, decodeTest)
+	assert.ErrorContains(t, err, "unknown scheme")
+
+	// A missing shard fails the listing, naming it.
+	src, err := New(filepath.Join(dir, "train-{0000..0002}.tar"), testSchema, decodeTest)
+	require.NoError(t, err)
+	_, err = engine.FromStream(context.Background(), src, engine.StreamConfig{})
+	assert.ErrorContains(t, err, "train-0002.tar: no such file or directory")
+
+	// A shard truncated after it was counted fails the epoch naming the
+	// shard and member, after the batches before it.
+	src, err = New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{})
+	require.NoError(t, err)
+	data, err := os.ReadFile(paths[1])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(paths[1], data[:len(data)-1500], 0o644))
+	l, err := engine.New(d, engine.Config{BatchSize: 2, WorldSize: 1, Backend: "cpu"})
+	require.NoError(t, err)
+	defer l.Close()
+	ids, _, err := batches(t, l, 0)
+	assert.Equal(t, [][]int{{0, 1}, {2, 3}, {4, 5}}, ids)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), paths[1])
+	assert.Contains(t, err.Error(), "s000007")
+
+	// A decode error names the shard and key.
+	noCls := filepath.Join(dir, "nocls.tar")
+	require.NoError(t, os.WriteFile(noCls, tarBytes(t, tarMember{name: "k1.bin", data: []byte("x")}), 0o644))
+	src, err = New(noCls, testSchema, decodeTest)
+	require.NoError(t, err)
+	_, _, _, err = loadAll(t, src, engine.StreamConfig{}, engine.Config{}, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), noCls+`: sample "k1" has no .cls member (it has .bin)`)
+	assert.True(t, strings.HasPrefix(err.Error(), "engine: sample 0"), err.Error())
+}

@@ -1,0 +1,151 @@
+package shards
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+func TestSplitKey(t *testing.T) {
+	for name, want := range map[string][2]string{
+		"s001.jpg":            {"s001", "jpg"},
+		"s001.JPG":            {"s001", "jpg"},
+		"dir/n0153.seg.png":   {"dir/n0153", "seg.png"},
+		"a.b/c.d.e":           {"a.b/c", "d.e"},
+		"./train/x.cls":       {"./train/x", "cls"},
+		"sample_01.input.npy": {"sample_01", "input.npy"},
+	} {
+		key, ext, ok := SplitKey(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, [2]string{key, ext}, name)
+	}
+	for _, name := range []string{"README", "dir/.hidden", ".jpg", "dir/noext", "a.b/c"} {
+		_, _, ok := SplitKey(name)
+		assert.False(t, ok, name)
+	}
+}
+
+func readAll(t *testing.T, data []byte) ([]engine.Record, error) {
+	r := NewTarReader("mem.tar", io.NopCloser(bytes.NewReader(data)), 0)
+	defer r.Close()
+	var out []engine.Record
+	for {
+		rec, err := r.Next(context.Background())
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+}
+
+func count(t *testing.T, data []byte) (int, error) {
+	r := NewTarReader("mem.tar", io.NopCloser(bytes.NewReader(data)), 0)
+	defer r.Close()
+	return r.Count(context.Background())
+}
+
+func TestTarReaderGroupsMembersByKey(t *testing.T) {
+	data := tarBytes(t,
+		tarMember{name: "__meta__", data: []byte("skipped")},
+		tarMember{name: "train/", typ: tar.TypeDir},
+		tarMember{name: "train/a.jpg", data: []byte("A")},
+		tarMember{name: "train/a.CLS", data: []byte("1")},
+		tarMember{name: "train/b.jpg", data: []byte("B")},
+		tarMember{name: "train/b.seg.png", data: []byte("BS")},
+		tarMember{name: "link.jpg", typ: tar.TypeSymlink},
+		tarMember{name: "c.txt", data: nil},
+	)
+	recs, err := readAll(t, data)
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	assert.Equal(t, engine.Record{Key: "train/a", Shard: "mem.tar", Fields: map[string][]byte{"jpg": []byte("A"), "cls": []byte("1")}}, recs[0])
+	assert.Equal(t, engine.Record{Key: "train/b", Shard: "mem.tar", Fields: map[string][]byte{"jpg": []byte("B"), "seg.png": []byte("BS")}}, recs[1])
+	assert.Equal(t, "c", recs[2].Key)
+	assert.Equal(t, []byte{}, recs[2].Fields["txt"])
+	n, err := count(t, data)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+
+	empty := tarBytes(t)
+	recs, err = readAll(t, empty)
+	require.NoError(t, err)
+	assert.Empty(t, recs)
+	n, err = count(t, empty)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
+	good := tarBytes(t, sampleMembers(0)...)
+	// The offset of the end of s000000.bin's data: header, .cls, header, .bin.
+	binEnd := 512 + 512 + 512 + len(payload(0))
+	for name, tc := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"no key":          {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "README", data: []byte("x")}), `mem.tar: member "README" has no sample key`},
+		"hidden":          {tarBytes(t, tarMember{name: "dir/.jpg"}), `member "dir/.jpg" has no sample key`},
+		"duplicate":       {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "a.JPG"}), `mem.tar: member "a.JPG": sample "a" already has a .jpg member`},
+		"cut in data":     {good[:binEnd-1], `mem.tar: member "s000000.bin": truncated: unexpected EOF`},
+		"cut in header":   {good[:1024+100], `mem.tar: after member "s000000.cls": truncated or corrupt header: unexpected EOF`},
+		"cut at boundary": {good[:len(good)-1024], `mem.tar: truncated after member "s000000.json": no end-of-archive blocks`},
+		"empty file":      {nil, "mem.tar: empty file, not a tar"},
+		"not a tar":       {bytes.Repeat([]byte("garbage!"), 100), "mem.tar: not a tar"},
+	} {
+		_, err := readAll(t, tc.data)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name)
+		assert.Equal(t, "shards: ", err.Error()[:8], name)
+		if name == "cut in data" { // Count skips the data: the cut shows at the next header
+			tc.want = `after member "s000000.bin"`
+		}
+		_, err = count(t, tc.data)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name+" (Count)")
+	}
+	// One end block of the two is enough.
+	recs, err := readAll(t, good[:len(good)-512])
+	require.NoError(t, err)
+	assert.Len(t, recs, 1)
+}
+
+func TestTarReaderMemberLimit(t *testing.T) {
+	data := tarBytes(t, tarMember{name: "a.bin", data: make([]byte, 100)})
+	r := NewTarReader("mem.tar", io.NopCloser(bytes.NewReader(data)), 99)
+	defer r.Close()
+	_, err := r.Next(context.Background())
+	assert.ErrorContains(t, err, `mem.tar: member "a.bin": 100 bytes, more than the limit of 99`)
+}
+
+func TestCountSeeksLocalFiles(t *testing.T) {
+	dir := t.TempDir()
+	paths, _ := writeShards(t, dir, 7, 0, 3)
+	o := &Opener{}
+	for i, want := range []int{7, 0, 3} {
+		n, err := o.Count(context.Background(), paths[i])
+		require.NoError(t, err)
+		assert.Equal(t, want, n)
+	}
+	// A local shard cut inside a member's data fails the count too.
+	data, err := os.ReadFile(paths[0])
+	require.NoError(t, err)
+	cut := filepath.Join(dir, "cut.tar")
+	require.NoError(t, os.WriteFile(cut, data[:len(data)/2+3], 0o644))
+	_, err = o.Count(context.Background(), cut)
+	assert.ErrorContains(t, err, "cut.tar: ")
+	assert.ErrorContains(t, err, "truncated")
+	_, err = o.Count(context.Background(), filepath.Join(dir, "missing.tar"))
+	assert.ErrorContains(t, err, "missing.tar: no such file or directory")
+}

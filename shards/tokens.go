@@ -1,0 +1,266 @@
+package shards
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// TokenConfig configures a token-window dataset (Tokens).
+type TokenConfig struct {
+	// Context is the tokens a model sees per sample (nanoGPT's
+	// block_size): each sample is a window of Context+1 consecutive
+	// tokens, the inputs [0, Context) and the targets [1, Context+1).
+	Context int
+	// DType is the file's element type, little-endian: collate.Uint16
+	// (nanoGPT's .bin files) or collate.Uint32; 0 means Uint16.
+	DType collate.DType
+	// Out is the field's element type: 0 means DType, and each window is
+	// copied as is; collate.Int32 or collate.Int64 widen the tokens while
+	// copying (nanoGPT's astype(np.int64)).
+	Out collate.DType
+	// Field names the schema's one field, of shape [Context+1]; "" means
+	// "tokens".
+	Field string
+	// Random starts each window at a token drawn from the sample's RNG
+	// (Slot.Rand), uniformly over every start, so that the windows differ
+	// from epoch to epoch, as nanoGPT's get_batch draws them. Otherwise
+	// window i starts at token i×Stride.
+	Random bool
+	// Stride is the tokens between the starts of sequential windows; 0
+	// means Context, so that the last target of a window is the first
+	// input of the next.
+	Stride int
+	// Windows is the samples of an epoch with Random; 0 means as many as
+	// there are sequential windows, (tokens-1)/Context.
+	Windows int
+}
+
+// TokenDataset is a map-style engine.Dataset of windows of a flat token
+// file: the tokens alone, with no header, as nanoGPT's prepare.py writes
+// them (np.uint16 ... tofile). The file is memory-mapped where the OS
+// allows (unix) and read with ReadAt elsewhere, and each window is copied
+// straight from the file's pages into its place in the batch, the only
+// copy. It is safe for concurrent Fills; Close it after the loaders that
+// use it.
+type TokenDataset struct {
+	path   string
+	cfg    TokenConfig
+	file   tokenFile
+	ntok   int64
+	n      int
+	schema collate.Schema
+	closed atomic.Bool
+}
+
+// tokenFile is the file's bytes: mapped, or read on demand.
+type tokenFile interface {
+	// view returns bytes [off, off+n) of the mapping, or nil when the
+	// file is not mapped.
+	view(off, n int64) []byte
+	readAt(p []byte, off int64) error
+	close() error
+}
+
+// Tokens opens the token file path as windows configured by cfg.
+func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
+	if cfg.DType == 0 {
+		cfg.DType = collate.Uint16
+	}
+	if cfg.Out == 0 {
+		cfg.Out = cfg.DType
+	}
+	if cfg.Field == "" {
+		cfg.Field = "tokens"
+	}
+	if cfg.Stride == 0 {
+		cfg.Stride = cfg.Context
+	}
+	switch {
+	case cfg.Context <= 0:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Context %d, want > 0", cfg.Context)
+	case cfg.DType != collate.Uint16 && cfg.DType != collate.Uint32:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.DType %v, want uint16 or uint32", cfg.DType)
+	case cfg.Out != cfg.DType && cfg.Out != collate.Int32 && cfg.Out != collate.Int64:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, cfg.DType)
+	case cfg.Stride < 0:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Stride %d, want > 0", cfg.Stride)
+	case cfg.Windows < 0:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Windows %d, want >= 0", cfg.Windows)
+	case cfg.Windows > 0 && !cfg.Random:
+		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Windows set without Random")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("shards: Tokens: %w", err)
+	}
+	size, es := fi.Size(), int64(cfg.DType.Size())
+	if size%es != 0 {
+		return nil, fmt.Errorf("shards: Tokens: %s: %d bytes, not a whole number of %v tokens", path, size, cfg.DType)
+	}
+	ntok, window := size/es, int64(cfg.Context)+1
+	if ntok < window {
+		return nil, fmt.Errorf("shards: Tokens: %s: %d tokens, fewer than one window of Context+1 = %d", path, ntok, window)
+	}
+	n := (ntok-window)/int64(cfg.Stride) + 1
+	if cfg.Random {
+		n = (ntok - 1) / int64(cfg.Context)
+		if cfg.Windows > 0 {
+			n = int64(cfg.Windows)
+		}
+	}
+	if n > 1<<40 {
+		return nil, fmt.Errorf("shards: Tokens: %s: %d windows, too many", path, n)
+	}
+	f, err := openTokenFile(path, size)
+	if err != nil {
+		return nil, fmt.Errorf("shards: Tokens: %w", err)
+	}
+	return &TokenDataset{
+		path: path, cfg: cfg, file: f, ntok: ntok, n: int(n),
+		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.Context + 1}}},
+	}, nil
+}
+
+// Len returns the windows of an epoch.
+func (d *TokenDataset) Len() int { return d.n }
+
+// Schema returns the one field, [Context+1] tokens of TokenConfig.Out.
+func (d *TokenDataset) Schema() collate.Schema { return d.schema }
+
+// NumTokens returns the tokens in the file.
+func (d *TokenDataset) NumTokens() int64 { return d.ntok }
+
+// Start returns the first token of the window that sample s gets: drawn
+// from s.Rand with Random (this consumes the draw), else
+// s.Index()×Stride.
+func (d *TokenDataset) Start(s *engine.Slot) int64 {
+	if d.cfg.Random {
+		return s.Rand().Int64N(d.ntok - int64(d.cfg.Context))
+	}
+	return int64(s.Index()) * int64(d.cfg.Stride)
+}
+
+// Fill writes the window of sample s.Index() into its slot.
+func (d *TokenDataset) Fill(_ context.Context, s *engine.Slot) error {
+	if d.closed.Load() {
+		return fmt.Errorf("shards: Tokens: %s: closed", d.path)
+	}
+	start := d.Start(s)
+	if start < 0 || start+int64(d.cfg.Context)+1 > d.ntok {
+		return fmt.Errorf("shards: Tokens: %s: window %d starts at token %d, past the end (%d tokens)", d.path, s.Index(), start, d.ntok)
+	}
+	dst := s.Field(0).Bytes() // the schema's one field
+	es := int64(d.cfg.DType.Size())
+	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
+	if src := d.file.view(off, nbytes); src != nil {
+		convertTokens(dst, src, d.cfg.DType, d.cfg.Out)
+		return nil
+	}
+	if d.cfg.Out == d.cfg.DType && littleEndian {
+		if err := d.file.readAt(dst, off); err != nil {
+			return fmt.Errorf("shards: Tokens: %s: window at token %d: %w", d.path, start, err)
+		}
+		return nil
+	}
+	buf := make([]byte, nbytes)
+	if err := d.file.readAt(buf, off); err != nil {
+		return fmt.Errorf("shards: Tokens: %s: window at token %d: %w", d.path, start, err)
+	}
+	convertTokens(dst, buf, d.cfg.DType, d.cfg.Out)
+	return nil
+}
+
+// Close unmaps and closes the file. Fills must not run during or after
+// it.
+func (d *TokenDataset) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	return d.file.close()
+}
+
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// convertTokens writes the little-endian tokens src, of type from, into
+// dst as type to, in native byte order.
+func convertTokens(dst, src []byte, from, to collate.DType) {
+	if from == to && littleEndian {
+		copy(dst, src)
+		return
+	}
+	switch from {
+	case collate.Uint16:
+		n := len(src) / 2
+		if littleEndian {
+			in := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), n)
+			switch to {
+			case collate.Int64:
+				widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
+			case collate.Int32:
+				widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
+			}
+			return
+		}
+		for i := range n {
+			put(dst, i, uint64(binary.LittleEndian.Uint16(src[2*i:])), to)
+		}
+	case collate.Uint32:
+		n := len(src) / 4
+		if littleEndian {
+			in := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
+			switch to {
+			case collate.Int64:
+				widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
+			case collate.Int32:
+				widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
+			}
+			return
+		}
+		for i := range n {
+			put(dst, i, uint64(binary.LittleEndian.Uint32(src[4*i:])), to)
+		}
+	}
+}
+
+func widen[D int32 | int64, S uint16 | uint32](dst []D, src []S) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = D(v)
+	}
+}
+
+// put stores v as element i of dst, of type to, in native byte order
+// (the big-endian path).
+func put(dst []byte, i int, v uint64, to collate.DType) {
+	switch to {
+	case collate.Uint16:
+		binary.NativeEndian.PutUint16(dst[2*i:], uint16(v))
+	case collate.Uint32, collate.Int32:
+		binary.NativeEndian.PutUint32(dst[4*i:], uint32(v))
+	case collate.Int64:
+		binary.NativeEndian.PutUint64(dst[8*i:], v)
+	}
+}
+
+// readAtFile reads a token file with ReadAt: the fallback where it is not
+// memory-mapped.
+type readAtFile struct{ f *os.File }
+
+func (r readAtFile) view(int64, int64) []byte { return nil }
+
+func (r readAtFile) readAt(p []byte, off int64) error {
+	_, err := r.f.ReadAt(p, off)
+	return err
+}
+
+func (r readAtFile) close() error { return r.f.Close() }

@@ -1,0 +1,172 @@
+package shards
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// tokenFile writes n tokens of size bytes (2 or 4), token i being
+// i*7 mod 65521 (times 70001 for uint32), as numpy's tofile does.
+func writeTokens(t testing.TB, n, size int) (string, []uint32) {
+	toks := make([]uint32, n)
+	buf := make([]byte, n*size)
+	for i := range toks {
+		if size == 2 {
+			toks[i] = uint32(i*7) % 65521
+			binary.LittleEndian.PutUint16(buf[2*i:], uint16(toks[i]))
+		} else {
+			toks[i] = uint32(i*7%65521) * 70001
+			binary.LittleEndian.PutUint32(buf[4*i:], toks[i])
+		}
+	}
+	p := filepath.Join(t.TempDir(), "train.bin")
+	require.NoError(t, os.WriteFile(p, buf, 0o644))
+	return p, toks
+}
+
+// windows loads an epoch of d and returns its windows as uint32s.
+func windows(t *testing.T, d engine.Dataset, cfg engine.Config, epoch int) ([][]uint32, []int) {
+	cfg.WorldSize, cfg.Backend = 1, "cpu"
+	l, err := engine.New(d, cfg)
+	require.NoError(t, err)
+	defer l.Close()
+	var out [][]uint32
+	var idx []int
+	f := d.Schema()[0]
+	for b, err := range l.Epoch(context.Background(), epoch) {
+		require.NoError(t, err)
+		idx = append(idx, b.Indices()...)
+		w := f.Shape[0]
+		for i := range b.Len() {
+			row := make([]uint32, w)
+			for j := range w {
+				switch f.DType {
+				case collate.Uint16:
+					row[j] = uint32(collate.As[uint16](b.Tensor(f.Name))[i*w+j])
+				case collate.Uint32:
+					row[j] = collate.As[uint32](b.Tensor(f.Name))[i*w+j]
+				case collate.Int32:
+					row[j] = uint32(collate.As[int32](b.Tensor(f.Name))[i*w+j])
+				case collate.Int64:
+					row[j] = uint32(collate.As[int64](b.Tensor(f.Name))[i*w+j])
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	return out, idx
+}
+
+func TestTokensSequentialWindows(t *testing.T) {
+	for _, tc := range []struct {
+		size     int
+		dtype    collate.DType
+		out      collate.DType
+		ctx, str int
+	}{
+		{2, 0, 0, 16, 0},
+		{2, collate.Uint16, collate.Int64, 16, 0},
+		{2, collate.Uint16, collate.Int32, 5, 3},
+		{4, collate.Uint32, 0, 8, 0},
+		{4, collate.Uint32, collate.Int64, 8, 20},
+	} {
+		path, toks := writeTokens(t, 1001, tc.size)
+		d, err := Tokens(path, TokenConfig{Context: tc.ctx, DType: tc.dtype, Out: tc.out, Stride: tc.str})
+		require.NoError(t, err)
+		stride := tc.str
+		if stride == 0 {
+			stride = tc.ctx
+		}
+		assert.Equal(t, (1001-tc.ctx-1)/stride+1, d.Len())
+		assert.EqualValues(t, 1001, d.NumTokens())
+		f := d.Schema()[0]
+		assert.Equal(t, "tokens", f.Name)
+		assert.Equal(t, []int{tc.ctx + 1}, f.Shape)
+		got, idx := windows(t, d, engine.Config{BatchSize: 7, Shuffle: true, Workers: 2}, 0)
+		require.Len(t, got, d.Len())
+		for k, i := range idx {
+			assert.Equal(t, toks[i*stride:i*stride+tc.ctx+1], got[k], "window %d, %+v", i, tc)
+		}
+		// The ReadAt fallback, as on an OS without mmap, gives the same.
+		file, err := os.Open(path)
+		require.NoError(t, err)
+		fb := &TokenDataset{path: d.path, cfg: d.cfg, file: readAtFile{file}, ntok: d.ntok, n: d.n, schema: d.schema}
+		got2, idx2 := windows(t, fb, engine.Config{BatchSize: 7, Shuffle: true}, 0)
+		assert.Equal(t, idx, idx2)
+		assert.Equal(t, got, got2, "ReadAt fallback")
+		require.NoError(t, fb.Close())
+		require.NoError(t, d.Close())
+		require.NoError(t, d.Close())
+	}
+}
+
+func TestTokensRandomWindows(t *testing.T) {
+	path, toks := writeTokens(t, 5000, 2)
+	d, err := Tokens(path, TokenConfig{Context: 64, Random: true, Out: collate.Int64})
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Equal(t, (5000-1)/64, d.Len())
+	e0, _ := windows(t, d, engine.Config{BatchSize: 8, Seed: 1, Workers: 2}, 0)
+	again, _ := windows(t, d, engine.Config{BatchSize: 8, Seed: 1, Workers: 0}, 0)
+	e1, _ := windows(t, d, engine.Config{BatchSize: 8, Seed: 1, Workers: 2}, 1)
+	assert.Equal(t, e0, again, "windows are a function of (Seed, epoch, index)")
+	assert.NotEqual(t, e0, e1, "and change with the epoch")
+	starts := map[uint32]bool{}
+	for _, w := range e0 {
+		start := -1
+		for s := 0; s+65 <= len(toks); s++ { // find the window in the file
+			if toks[s] == w[0] && toks[s+1] == w[1] && toks[s+64] == w[64] {
+				start = s
+				break
+			}
+		}
+		require.GreaterOrEqual(t, start, 0, "a window of the file")
+		assert.Equal(t, toks[start:start+65], w)
+		starts[uint32(start)] = true
+	}
+	assert.Greater(t, len(starts), len(e0)/2, "spread over the file")
+
+	d2, err := Tokens(path, TokenConfig{Context: 64, Random: true, Windows: 10})
+	require.NoError(t, err)
+	defer d2.Close()
+	assert.Equal(t, 10, d2.Len())
+}
+
+func TestTokensErrors(t *testing.T) {
+	path, _ := writeTokens(t, 100, 2)
+	odd := filepath.Join(t.TempDir(), "odd.bin")
+	require.NoError(t, os.WriteFile(odd, make([]byte, 101), 0o644))
+	for _, tc := range []struct {
+		path string
+		cfg  TokenConfig
+		want string
+	}{
+		{path, TokenConfig{}, "TokenConfig.Context 0, want > 0"},
+		{path, TokenConfig{Context: 4, DType: collate.Float32}, "TokenConfig.DType float32, want uint16 or uint32"},
+		{path, TokenConfig{Context: 4, Out: collate.Float32}, "TokenConfig.Out float32, want uint16 (the file's), int32 or int64"},
+		{path, TokenConfig{Context: 4, Windows: 3}, "Windows set without Random"},
+		{path, TokenConfig{Context: 4, Stride: -1}, "Stride -1"},
+		{path, TokenConfig{Context: 100}, "100 tokens, fewer than one window of Context+1 = 101"},
+		{odd, TokenConfig{Context: 4}, "odd.bin: 101 bytes, not a whole number of uint16 tokens"},
+		{filepath.Join(t.TempDir(), "none.bin"), TokenConfig{Context: 4}, "none.bin: no such file"},
+	} {
+		_, err := Tokens(tc.path, tc.cfg)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	d, err := Tokens(path, TokenConfig{Context: 4})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	layout, err := collate.NewLayout(d.Schema(), 1)
+	require.NoError(t, err)
+	s := engine.NewSlot(0, 0, 0, layout, make([]byte, layout.Size()), 0)
+	assert.ErrorContains(t, d.Fill(context.Background(), s), "closed")
+}
