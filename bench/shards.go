@@ -8,6 +8,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"gonum.org/v1/gonum/stat"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -275,10 +276,11 @@ func interleave(epochs int, labels []string, work string, samples int, size int6
 	return rows, nil
 }
 
+// median is the empirical median of v (gonum's stat.Quantile).
 func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
-	return v[len(v)/2]
+	return stat.Quantile(0.5, stat.Empirical, v, nil)
 }
 
 // benchJPEG is a side×side photo-like image (gradients and noise),
