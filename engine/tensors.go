@@ -25,6 +25,12 @@ type BatchSlot struct {
 // Indices returns the dataset indices of the batch, in order.
 func (b *BatchSlot) Indices() []int { return b.indices }
 
+// Seed returns the words that seed sample i's RNG (see SampleSeed and
+// Slot.Seed), so a FillBatch draws what a Fill of that sample would.
+func (b *BatchSlot) Seed(i int) (uint64, uint64) {
+	return SampleSeed(b.run.l.cfg.Seed, b.run.epoch, b.indices[i])
+}
+
 // Epoch returns the epoch being loaded.
 func (b *BatchSlot) Epoch() int { return b.run.epoch }
 

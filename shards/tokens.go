@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync/atomic"
 	"unsafe"
@@ -147,16 +148,41 @@ func (d *TokenDataset) Start(s *engine.Slot) int64 {
 	return int64(s.Index()) * int64(d.cfg.Stride)
 }
 
+// start is Start for sample index, whose RNG words are seed.
+func (d *TokenDataset) start(index int, seed func() (uint64, uint64)) int64 {
+	if d.cfg.Random {
+		return rand.New(rand.NewPCG(seed())).Int64N(d.ntok - int64(d.cfg.Context))
+	}
+	return int64(index) * int64(d.cfg.Stride)
+}
+
+// FillBatch writes the windows of a whole batch, one loop of copies: the
+// same bytes as a Fill a sample, without the loader's per-sample work,
+// which costs as much as a window's copy.
+func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
+	dst := b.Tensor(d.cfg.Field).Bytes()
+	row := len(dst) / max(len(b.Indices()), 1)
+	for i, index := range b.Indices() {
+		if err := d.window(dst[i*row:(i+1)*row], index, d.start(index, func() (uint64, uint64) { return b.Seed(i) })); err != nil {
+			return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
+		}
+	}
+	return nil
+}
+
 // Fill writes the window of sample s.Index() into its slot.
 func (d *TokenDataset) Fill(_ context.Context, s *engine.Slot) error {
+	return d.window(s.Field(0).Bytes(), s.Index(), d.Start(s)) // the schema's one field
+}
+
+// window writes window index, from token start, into dst.
+func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	if d.closed.Load() {
 		return fmt.Errorf("shards: Tokens: %s: closed", d.path)
 	}
-	start := d.Start(s)
 	if start < 0 || start+int64(d.cfg.Context)+1 > d.ntok {
-		return fmt.Errorf("shards: Tokens: %s: window %d starts at token %d, past the end (%d tokens)", d.path, s.Index(), start, d.ntok)
+		return fmt.Errorf("shards: Tokens: %s: window %d starts at token %d, past the end (%d tokens)", d.path, index, start, d.ntok)
 	}
-	dst := s.Field(0).Bytes() // the schema's one field
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
 	if src := d.file.view(off, nbytes); src != nil {

@@ -170,3 +170,26 @@ func TestTokensErrors(t *testing.T) {
 	s := engine.NewSlot(0, 0, 0, layout, make([]byte, layout.Size()), 0)
 	assert.ErrorContains(t, d.Fill(context.Background(), s), "closed")
 }
+
+// The loader fills whole batches (FillBatch); each window must be the one
+// a Fill of that sample alone writes, random draws included.
+func TestTokensFillBatchMatchesFill(t *testing.T) {
+	path, _ := writeTokens(t, 5000, 2)
+	for _, random := range []bool{false, true} {
+		d, err := Tokens(path, TokenConfig{Context: 64, Random: random, Out: collate.Int64})
+		require.NoError(t, err)
+		got, idx := windows(t, d, engine.Config{BatchSize: 8, Seed: 3, Shuffle: true, Workers: 2}, 2)
+		layout, err := collate.NewLayout(d.Schema(), 1)
+		require.NoError(t, err)
+		buf := make([]byte, layout.Size())
+		for k, index := range idx {
+			require.NoError(t, d.Fill(context.Background(), engine.NewSlot(3, 2, index, layout, buf, 0)))
+			want := make([]uint32, 65)
+			for j, v := range collate.As[int64](layout.Sample(buf, 0, 0)) {
+				want[j] = uint32(v)
+			}
+			require.Equal(t, want, got[k], "window %d (random %v)", index, random)
+		}
+		require.NoError(t, d.Close())
+	}
+}
