@@ -13,15 +13,28 @@ deps:
 
 # Everything CI checks: formatting and vet, the C core under sanitizers, the
 # Go tests under the race detector.
-test: deps lint ctest race
+test: deps lint ctest race test-adapters test-platforms-quick
 
 race:
 	GODEBUG=cgocheck=1 $(GO) test -race -count=1 ./...
 
+# The adapters are modules of their own, so that the core never depends on a
+# framework: vet, the tests under the race detector, the tests again without
+# it (GoMLX's kernels run about 50x slower under -race, so the accuracy test
+# of the GoMLX example runs only there), and go mod tidy.
+.PHONY: test-adapters
+test-adapters:
+	cd adapters/gomlx && $(GO) vet ./... && \
+		GODEBUG=cgocheck=1 $(GO) test -race -count=1 ./... && \
+		$(GO) test -count=1 ./... && \
+		$(GO) mod tidy -diff
+	cd adapters/promstats && $(GO) vet ./... && GODEBUG=cgocheck=1 $(GO) test -race -count=1 ./... && $(GO) mod tidy -diff
+
 vet:
 	$(GO) vet ./...
 	$(GO) build -tags hipcheck ./...
-	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTB_NO_SIMD -fsyntax-only csrc/tb_kernels.c
+	$(GO) build -tags jpegcheck ./csrc/
+	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTB_NO_SIMD -fsyntax-only csrc/tb_kernels.c csrc/tb_image.c
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -31,8 +44,15 @@ lint: vet
 # C unit tests of csrc under AddressSanitizer and UndefinedBehaviorSanitizer.
 CTEST_FLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
 	-fno-sanitize-recover=all -fno-omit-frame-pointer -D_GNU_SOURCE
-ctest: bin/ctest bin/libfakecudart.so
+ctest: bin/ctest bin/libfakecudart.so bin/ctest-image
 	TB_FAKE_CUDART=$(CURDIR)/bin/libfakecudart.so ASAN_OPTIONS=detect_leaks=1 bin/ctest
+	TB_TESTDATA=$(CURDIR)/vision/testdata ASAN_OPTIONS=detect_leaks=1 bin/ctest-image
+
+# The image kernels (vision's C side) with the real libjpeg-turbo.
+IMAGE_C = csrc/tb_image.c csrc/tb_dl.c csrc/tb_turbo.c csrc/tb_kernels.c
+bin/ctest-image: csrc/ctest/image_ctest.c $(IMAGE_C) csrc/tb_image.h csrc/tb_jpeg.h csrc/tb_dl.h csrc/tb_turbo.h csrc/tb_kernels.h
+	@mkdir -p bin
+	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/image_ctest.c $(IMAGE_C) -ldl -lm
 
 bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_kernels.c csrc/tb_kernels.h
 	@mkdir -p bin
@@ -57,6 +77,37 @@ bench-peer: deps
 SOAK_DURATION ?= 60s
 soak:
 	$(GO) run ./bench/soak -duration $(SOAK_DURATION)
+
+# Other platforms, from this linux/amd64 machine (README, Platforms):
+# CGO_ENABLED=0 builds and tests the whole module; macOS builds and vets
+# (cgo off: there is no macOS cross toolchain here); Windows (mingw-w64,
+# wine64) and linux/arm64 (gcc-aarch64-linux-gnu, qemu-user) run the test
+# binaries of PLATFORM_PKGS emulated (scripts/platforms.sh). make test runs
+# the quick set: the platform digests and one fake-GPU loader test under
+# wine and qemu; test-platforms runs everything.
+PLATFORM_PKGS = ./csrc ./collate ./pinned ./engine
+PLATFORM_QUICK = TestPlatformDigests|TestDeviceCopiesMatchTheHostBatch
+WINDOWS_ENV = GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc
+.PHONY: test-platforms test-platforms-quick test-nocgo test-darwin test-windows test-arm64
+test-platforms: test-nocgo test-darwin test-windows test-arm64
+test-platforms-quick: test-nocgo test-darwin
+	scripts/platforms.sh windows -run '$(PLATFORM_QUICK)' ./engine
+	scripts/platforms.sh arm64 -run '$(PLATFORM_QUICK)' ./engine
+
+test-nocgo:
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./...
+
+test-darwin:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 $(GO) build ./...
+
+test-windows:
+	$(WINDOWS_ENV) $(GO) vet ./...
+	scripts/platforms.sh windows $(PLATFORM_PKGS)
+
+test-arm64:
+	scripts/platforms.sh arm64 $(PLATFORM_PKGS)
 
 clean:
 	rm -rf bin bench/results

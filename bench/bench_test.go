@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // tiny is a run small enough for a unit test.
 func tiny(t *testing.T, args ...string) *options {
 	o, err := parseFlags(append([]string{"-samples", "64", "-workers", "0,2", "-epochs", "2", "-step", "1ms",
-		"-persist-workers", "2", "-methods", "fork", "-out", t.TempDir()}, args...))
+		"-persist-workers", "2", "-methods", "fork", "-no-images", "-out", t.TempDir()}, args...))
 	require.NoError(t, err)
 	o.progressOut = &bytes.Buffer{}
 	return o

@@ -52,6 +52,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.backend, "backend", "", "tensorbatch backend: auto, hip, cuda, cpu (default $TENSORBATCH_BACKEND, else auto)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for CSV, JSON and plots")
 	fs.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG and SVG plots")
+	registerImageFlags(fs) // bench/images.go
 	fs.StringVar(&o.rng, "rng", "philox", "how tensorbatch draws randn: philox (collate.FillNormal, vectorised) or math (math/rand/v2 NormFloat64)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -122,6 +123,8 @@ func run(o *options, out io.Writer) error {
 		res.peerVersion = p.version
 	}
 	var jobs []job
+	var sb shardBench // bench/shards.go
+	var ib imageBench // bench/images.go
 	add := func(name string, do func() error) { jobs = append(jobs, job{name, do}) }
 	ours := o.peer != "only"
 	steady := 2 // the workers table reports a steady epoch: workers already up
@@ -145,7 +148,9 @@ func run(o *options, out io.Writer) error {
 		}
 		add("host-to-device bandwidth", func() error { return res.h2dTable(o) })
 		add("autotune against fixed settings", func() error { return res.autotuneTable(o) })
+		add("streaming shards and token windows", func() error { return sb.run(o) })
 	}
+	add("images: real JPEGs, per core and loaders", func() error { return ib.run(o, p) })
 	if p != nil {
 		stepMS := float64(o.step) / 1e6
 		for _, w := range o.workers {
@@ -184,6 +189,12 @@ func run(o *options, out io.Writer) error {
 	res.elapsed = time.Since(t0)
 	res.efficiency()
 	res.markdown(out)
+	if err := sb.report(out, o.out); err != nil {
+		return err
+	}
+	if err := ib.report(out, o.out); err != nil {
+		return err
+	}
 	return res.write(o.out, out)
 }
 

@@ -38,8 +38,12 @@ var cpu = struct{ avx2, avx512 bool }{
 	avx512: cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX2, cpuid.F16C),
 }
 
-// Paths returns the paths this CPU runs, fastest last.
+// Paths returns the paths this CPU runs, fastest last: go alone in a
+// binary built without cgo, which has no C kernels.
 func Paths() []Path {
+	if !csrc.Cgo {
+		return []Path{PathGo}
+	}
 	p := []Path{PathGo, PathScalar}
 	if cpu.avx2 {
 		p = append(p, PathAVX2)
@@ -87,7 +91,10 @@ func SetPath(p Path) (restore func()) {
 	for _, q := range Paths() {
 		ok = ok || q == p
 	}
-	if !ok {
+	switch {
+	case !ok && !csrc.Cgo && p >= PathScalar && p <= PathAVX512:
+		panic(fmt.Sprintf("collate: SetPath(%s): %v: the C kernels are not in this binary", p, csrc.ErrNoCgo))
+	case !ok:
 		panic(fmt.Sprintf("collate: SetPath(%s): this CPU cannot run it", p))
 	}
 	old := active.Swap(int32(p))

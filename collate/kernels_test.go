@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/csrc"
 )
 
 // onEveryPath runs f once per kernel path this CPU supports.
@@ -24,6 +25,12 @@ func onEveryPath(t *testing.T, f func(t *testing.T, p collate.Path)) {
 
 func TestPathsIncludeTheSIMDOnesThisCPUHas(t *testing.T) {
 	paths := collate.Paths()
+	if !csrc.Cgo {
+		require.Equal(t, []collate.Path{collate.PathGo}, paths)
+		assert.PanicsWithValue(t, "collate: SetPath(scalar): built without cgo: the C kernels are not in this binary",
+			func() { collate.SetPath(collate.PathScalar) })
+		t.Skip("built without cgo: the Go path is the only one")
+	}
 	require.GreaterOrEqual(t, len(paths), 2)
 	assert.Equal(t, collate.PathGo, paths[0])
 	assert.Equal(t, paths[len(paths)-1], collate.ActivePath(), "the best path is active unless "+collate.EnvKernels+" says otherwise")

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package csrc
 
 /*
@@ -27,28 +29,6 @@ import (
 	"math"
 	"unsafe"
 )
-
-// Path is a kernel implementation: the baseline C code or a SIMD one.
-type Path int
-
-// The C paths. Callers check CPU support (package collate does).
-const (
-	Scalar Path = C.TB_PATH_SCALAR
-	AVX2   Path = C.TB_PATH_AVX2
-	AVX512 Path = C.TB_PATH_AVX512
-)
-
-func (p Path) String() string {
-	switch p {
-	case Scalar:
-		return "scalar"
-	case AVX2:
-		return "avx2"
-	case AVX512:
-		return "avx512"
-	}
-	return "Path(?)"
-}
 
 // ptr returns the address of s's first element, or nil for an empty slice.
 func ptr[T any](s []T) unsafe.Pointer {

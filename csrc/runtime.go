@@ -1,11 +1,14 @@
+//go:build cgo
+
 package csrc
 
 /*
 #cgo CFLAGS: -std=c11 -O2 -D_GNU_SOURCE -Wall
-#cgo LDFLAGS: -ldl
+#cgo linux LDFLAGS: -ldl
 #include <stdint.h>
 #include <stdlib.h>
 #include "tb_runtime.h"
+#include "tb_kernels.h"
 
 #define P(x) ((void *)(uintptr_t)(x))
 static int rt_device_count(tb_runtime *rt, int *n) { return rt->get_device_count(n); }
@@ -51,105 +54,34 @@ static const char *rt_error_string(tb_runtime *rt, int err) { return rt->get_err
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 )
 
-// Kind is a GPU runtime API.
-type Kind int
+// Cgo reports whether the C core is in this binary: true here; false in a
+// CGO_ENABLED=0 build, where Open fails with ErrNoCgo, no GPU runtime can
+// load, and only the Go kernels run.
+const Cgo = true
 
-// The runtimes.
-const (
-	CUDA Kind = C.TB_KIND_CUDA
-	HIP  Kind = C.TB_KIND_HIP
+// The constants of types.go are tb_runtime.h's and tb_kernels.h's: an
+// array length below zero, or a non-zero one, fails the build.
+var (
+	_ [0]int = [CUDA - C.TB_KIND_CUDA]int{}
+	_ [0]int = [HIP - C.TB_KIND_HIP]int{}
+	_ [0]int = [StreamDefault - C.TB_STREAM_DEFAULT]int{}
+	_ [0]int = [StreamNonBlocking - C.TB_STREAM_NON_BLOCKING]int{}
+	_ [0]int = [codeInvalidValue - C.TB_ERR_INVALID_VALUE]int{}
+	_ [0]int = [codeInsufficientDriver - C.TB_ERR_INSUFFICIENT_DRIVER]int{}
+	_ [0]int = [codeNoDevice - C.TB_ERR_NO_DEVICE]int{}
+	_ [0]int = [codeInvalidDevice - C.TB_ERR_INVALID_DEVICE]int{}
+	_ [0]int = [codeInvalidHandle - C.TB_ERR_INVALID_HANDLE]int{}
+	_ [0]int = [codeNotReady - C.TB_ERR_NOT_READY]int{}
+	_ [0]int = [HostPortable - C.TB_HOST_ALLOC_PORTABLE]int{}
+	_ [0]int = [HostWriteCombined - C.TB_HOST_ALLOC_WRITE_COMBINED]int{}
+	_ [0]int = [Scalar - C.TB_PATH_SCALAR]int{}
+	_ [0]int = [AVX2 - C.TB_PATH_AVX2]int{}
+	_ [0]int = [AVX512 - C.TB_PATH_AVX512]int{}
 )
-
-func (k Kind) String() string {
-	switch k {
-	case CUDA:
-		return "cuda"
-	case HIP:
-		return "hip"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
-
-// Handles owned by the runtime.
-type (
-	DevicePtr uintptr // device memory
-	Stream    uintptr // a stream; 0 is LegacyStream
-	Event     uintptr // an event with timing disabled
-)
-
-// LegacyStream is the legacy default stream (stream 0, the NULL stream) of
-// the calling OS thread's current device; there is one per device. Work
-// queued on it starts after the work already queued on every blocking
-// stream of the device, and work queued afterwards on a blocking stream
-// starts after it; non-blocking streams do not synchronize with it. Code
-// compiled with per-thread default streams (nvcc --default-stream
-// per-thread) has its stream 0 mean its thread's default stream, which is a
-// blocking stream, so LegacyStream still orders after its work. The table
-// loads the plain entry points, so 0 passed here always means the legacy
-// stream.
-const LegacyStream Stream = 0
-
-// Stream creation flags (StreamCreateWithFlags).
-const (
-	StreamDefault     = C.TB_STREAM_DEFAULT      // a blocking stream: synchronizes with LegacyStream
-	StreamNonBlocking = C.TB_STREAM_NON_BLOCKING // does not synchronize with LegacyStream
-)
-
-// Status codes shared by CUDA and HIP.
-const (
-	codeInvalidValue       = C.TB_ERR_INVALID_VALUE
-	codeInsufficientDriver = C.TB_ERR_INSUFFICIENT_DRIVER
-	codeNoDevice           = C.TB_ERR_NO_DEVICE
-	codeInvalidDevice      = C.TB_ERR_INVALID_DEVICE
-	codeInvalidHandle      = C.TB_ERR_INVALID_HANDLE
-	codeNotReady           = C.TB_ERR_NOT_READY
-)
-
-// Host allocation flags.
-const (
-	HostPortable      = C.TB_HOST_ALLOC_PORTABLE
-	HostWriteCombined = C.TB_HOST_ALLOC_WRITE_COMBINED
-)
-
-// ErrNoDevice is matched (errors.Is) by a runtime error that means there is
-// no usable GPU: no device, an invalid device, or no driver.
-var ErrNoDevice = errors.New("no GPU device")
-
-// Error is a status a runtime call returned.
-type Error struct {
-	Kind    Kind
-	Call    string // the runtime function, e.g. "cudaMemcpyAsync"
-	Code    int
-	Name    string // e.g. "cudaErrorInvalidValue"
-	Message string // the runtime's description
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("%s: %s: %s (%d): %s", e.Kind, e.Call, e.Name, e.Code, e.Message)
-}
-
-// Is matches ErrNoDevice for the codes that mean no usable GPU.
-func (e *Error) Is(target error) bool {
-	return target == ErrNoDevice && (e.Code == codeNoDevice || e.Code == codeInvalidDevice || e.Code == codeInsufficientDriver)
-}
-
-// names is the Go-side table of the codes tensorbatch acts on, usable
-// before a library is loaded and when its own strings are unavailable.
-var names = map[int][2]string{
-	0:                      {"Success", "no error"},
-	codeInvalidValue:       {"ErrorInvalidValue", "invalid argument"},
-	2:                      {"ErrorMemoryAllocation", "out of memory"},
-	codeInsufficientDriver: {"ErrorInsufficientDriver", "driver version is insufficient for runtime version"},
-	codeNoDevice:           {"ErrorNoDevice", "no GPU device is detected"},
-	codeInvalidDevice:      {"ErrorInvalidDevice", "invalid device ordinal"},
-	codeInvalidHandle:      {"ErrorInvalidResourceHandle", "invalid resource handle"},
-	codeNotReady:           {"ErrorNotReady", "device not ready"},
-}
 
 // Runtime is an open GPU runtime library.
 type Runtime struct {

@@ -1,5 +1,6 @@
 /* tb_runtime: a GPU runtime (CUDA's libcudart or HIP's libamdhip64) loaded
- * at run time with dlopen into a table of function pointers.
+ * at run time with dlopen (LoadLibrary on Windows: cudart64_*.dll,
+ * amdhip64*.dll) into a table of function pointers, the same on every OS.
  *
  * The prototypes are declared here by hand, "just enough" of them, so no GPU
  * headers are needed to build. Every entry point is listed once, in

@@ -4,17 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
-	"syscall"
 )
 
-// CPU is the backend of machines with no GPU: host buffers are anonymous
-// mmap'd pages, locked in memory with mlock where RLIMIT_MEMLOCK allows.
-// When the lock is refused the buffer is used unlocked and one note is
-// logged for the process.
+// CPU is the backend of machines with no GPU: host buffers are whole pages
+// from the OS (mmap; VirtualAlloc on Windows), locked in memory where the
+// OS allows it (mlock within RLIMIT_MEMLOCK; VirtualLock within the
+// process's minimum working set, which HostAlloc grows by the buffer).
+// When the lock is refused the buffer is used unlocked and one note, with
+// the reason, is logged for the process.
 type CPU struct{}
 
-var mlockNote sync.Once
+var lockNote sync.Once
 
 // Name returns "cpu".
 func (CPU) Name() string { return "cpu" }
@@ -24,16 +26,15 @@ func (CPU) HostAlloc(n int) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("pinned: host alloc of %d bytes", n)
 	}
-	page := syscall.Getpagesize()
+	page := os.Getpagesize()
 	size := (n + page - 1) &^ (page - 1)
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	b, err := mapPages(size)
 	if err != nil {
-		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", size, err)
+		return nil, fmt.Errorf("pinned: %w", err)
 	}
-	if err := syscall.Mlock(b); err != nil {
-		mlockNote.Do(func() {
-			slog.Info("tensorbatch: host buffers are not page-locked; raise RLIMIT_MEMLOCK (ulimit -l) to lock them",
-				"err", err, "bytes", size)
+	if err := lockPages(b); err != nil {
+		lockNote.Do(func() {
+			slog.Info("tensorbatch: host buffers are not page-locked; "+lockAdvice, "err", err, "bytes", size)
 		})
 	}
 	return b[:n], nil
@@ -44,9 +45,9 @@ func (CPU) HostFree(b []byte) error {
 	if cap(b) == 0 {
 		return errors.New("pinned: free of an empty buffer")
 	}
-	// munmap unlocks too; the whole mapping is b[:cap(b)].
-	if err := syscall.Munmap(b[:cap(b)]); err != nil {
-		return fmt.Errorf("pinned: munmap: %w", err)
+	// The whole mapping is b[:cap(b)].
+	if err := unmapPages(b[:cap(b)]); err != nil {
+		return fmt.Errorf("pinned: %w", err)
 	}
 	return nil
 }

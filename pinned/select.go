@@ -19,12 +19,6 @@ const (
 	EnvCUDALib = "TENSORBATCH_CUDA_LIB" // a libcudart path, tried instead of the defaults
 )
 
-// The library names tried, in order, when no path is forced.
-var (
-	HIPLibs  = []string{"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"}
-	CUDALibs = []string{"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}
-)
-
 // Selection is the backend Select chose and why.
 type Selection struct {
 	Backend Backend
@@ -64,7 +58,9 @@ var (
 //
 // auto tries HIP, then CUDA, and falls back to cpu when a library is
 // missing, reports no device (or not the one wanted), or fails any call of
-// the probe; an explicit hip or cuda that fails is an error. The result is
+// the probe; an explicit hip or cuda that fails is an error. A binary built
+// without cgo loads no library: auto is cpu with the reason "built without
+// cgo", and hip or cuda is an error matching csrc.ErrNoCgo. The result is
 // cached per spec and device and logged once.
 func Select(spec string) (Selection, error) {
 	if spec == "" {
@@ -136,10 +132,14 @@ func parseSpec(spec string) (name string, dev wantDevice, err error) {
 }
 
 func choose(name string, dev wantDevice) (Selection, error) {
-	switch name {
-	case "cpu":
+	switch {
+	case name == "cpu":
 		return Selection{CPU{}, "cpu asked for"}, nil
-	case "hip", "cuda":
+	case !csrc.Cgo && name == "auto":
+		return Selection{CPU{}, csrc.ErrNoCgo.Error()}, nil
+	case !csrc.Cgo:
+		return Selection{}, fmt.Errorf("pinned: backend %s asked for: %w", name, csrc.ErrNoCgo)
+	case name == "hip" || name == "cuda":
 		kind := csrc.CUDA
 		if name == "hip" {
 			kind = csrc.HIP

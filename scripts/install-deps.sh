@@ -8,6 +8,17 @@
 #   dataset-fashion-mnist a real dataset for the example
 #   python3-torch         PyTorch's DataLoader, the peer in make bench (skip: TB_NO_TORCH=1)
 #   util-linux            setpriv, to test mlock as an unprivileged user
+#   libjpeg62-turbo       libjpeg-turbo, which vision loads at run time to decode JPEGs
+#   libjpeg62-turbo-dev   jpeglib.h, to check vision's hand-declared libjpeg ABI (make vet)
+#   libturbojpeg0         TurboJPEG, the decode-only baseline of the image bench
+#   mate-backgrounds      real photos: the ImageNet-like JPEG folder (scripts/make_imagenet_like.py)
+#   python3-pil           Pillow: the image scripts, the goldens, the image peer
+#   python3-torchvision   torchvision's transforms and ImageFolder, the image peer (skip: TB_NO_TORCH=1)
+#   openmpi-bin           mpirun, which the launcher tests start ranks with (internal/launchtest)
+#   versitygw             a real S3 server for the shards tests and bench (go install, into $(go env GOPATH)/bin)
+#   gcc-mingw-w64-x86-64, wine64          Windows: cross-build with cgo, run the tests (make test-platforms)
+#   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user
+#                         linux/arm64: cross-build with cgo, run the tests under qemu-aarch64
 set -euo pipefail
 
 SUDO=""
@@ -23,8 +34,10 @@ enable_non_free() {
 	fi
 }
 
-pkgs=(gcc make libc6-dev util-linux libamdhip64-dev dataset-fashion-mnist libcudart11.0)
-[ "${TB_NO_TORCH:-0}" = 1 ] || pkgs+=(python3-torch)
+pkgs=(gcc make libc6-dev util-linux libamdhip64-dev dataset-fashion-mnist libcudart11.0 openmpi-bin)
+[ "${TB_NO_TORCH:-0}" = 1 ] || pkgs+=(python3-torch python3-torchvision)
+pkgs+=(libjpeg62-turbo libjpeg62-turbo-dev libturbojpeg0 mate-backgrounds python3-pil) # vision
+pkgs+=(gcc-mingw-w64-x86-64 wine64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -38,4 +51,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	echo "install-deps: installed ${missing[*]}"
 else
 	echo "install-deps: all present"
+fi
+
+# versitygw: the S3 server that internal/s3test starts for the shards tests
+# and bench. The tests look for it on PATH, then in $GOBIN, $GOPATH/bin and
+# ~/go/bin. Installing it compiles it: a minute or two, once.
+VERSITYGW_VERSION=v1.8.0
+export PATH="$PATH:/usr/local/go/bin"
+gobin="$(go env GOBIN 2>/dev/null || true)"
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+if command -v versitygw >/dev/null 2>&1 || [ -x "$gobin/versitygw" ]; then
+	echo "install-deps: versitygw present"
+else
+	go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+	echo "install-deps: installed versitygw $VERSITYGW_VERSION into $gobin"
 fi

@@ -58,6 +58,17 @@
 #include <string.h>
 #include <time.h>
 
+/* Windows (mingw-w64 with winpthreads) has no posix_memalign. */
+#ifdef _WIN32
+#include <malloc.h>
+#include <windows.h>
+#define aligned_alloc_(p, align, size) ((*(p) = _aligned_malloc((size), (align))) ? 0 : ENOMEM)
+#define aligned_free_ _aligned_free
+#else
+#define aligned_alloc_ posix_memalign
+#define aligned_free_ free
+#endif
+
 enum {
 	OK = 0,
 	INVALID_VALUE = 1,
@@ -71,14 +82,39 @@ enum {
 
 enum { MAX_DEVICES = 16, STREAM_NON_BLOCKING = 1 };
 
+/* env returns the variable's value (in buf), or NULL. On Windows it reads
+ * the process environment, which Go's os.Setenv changes, not the copy the
+ * C runtime took at start. */
+static const char *env(const char *name, char *buf, size_t size) {
+#ifdef _WIN32
+	DWORD n = GetEnvironmentVariableA(name, buf, (DWORD)size);
+	return n > 0 && n < size ? buf : NULL;
+#else
+	(void)buf;
+	(void)size;
+	return getenv(name);
+#endif
+}
+
 static int env_int(const char *name, int def) {
-	const char *v = getenv(name);
+	char buf[64];
+	const char *v = env(name, buf, sizeof buf);
 	return v && *v ? atoi(v) : def;
+}
+
+/* xorshift is a small PRNG for the jitter (rand_r is not on every OS). */
+static unsigned xorshift(unsigned *state) {
+	unsigned x = *state;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return *state = x;
 }
 
 /* fail returns the code TB_FAKE_FAIL sets for call, or 0. */
 static int fail(const char *call) {
-	const char *v = getenv("TB_FAKE_FAIL");
+	char buf[256];
+	const char *v = env("TB_FAKE_FAIL", buf, sizeof buf);
 	size_t n = strlen(call);
 	if (v && strncmp(v, call, n) == 0 && v[n] == '=') {
 		return atoi(v + n + 1);
@@ -227,7 +263,7 @@ static stream *stream_new(int device, int blocking, int is_legacy) {
 	s->device = device;
 	s->blocking = blocking;
 	s->legacy = is_legacy;
-	s->seed = (unsigned)(uintptr_t)s;
+	s->seed = (unsigned)(uintptr_t)s | 1; /* xorshift needs a non-zero state */
 	if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
 		free(s);
 		return NULL;
@@ -407,7 +443,7 @@ static int alloc(void **p, size_t size, size_t align, const char *call) {
 	if (err) {
 		return err;
 	}
-	if (posix_memalign(p, align, size ? size : 1) != 0) {
+	if (aligned_alloc_(p, align, size ? size : 1) != 0) {
 		return OUT_OF_MEMORY;
 	}
 	atomic_fetch_add(&live_allocs, 1);
@@ -416,7 +452,7 @@ static int alloc(void **p, size_t size, size_t align, const char *call) {
 
 static int release(void *p) {
 	if (p != NULL) {
-		free(p);
+		aligned_free_(p);
 		atomic_fetch_sub(&live_allocs, 1);
 	}
 	return OK;
@@ -663,7 +699,7 @@ int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *sp) {
 		o->dst = dst;
 		o->src = src;
 		o->n = n;
-		o->delay_us = jitter && delay > 0 ? rand_r(&s->seed) % (2 * delay + 1) : delay;
+		o->delay_us = jitter && delay > 0 ? (long)(xorshift(&s->seed) % (unsigned)(2 * delay + 1)) : delay;
 		enqueue(s, o);
 	}
 	pthread_mutex_unlock(&mu);

@@ -3,11 +3,18 @@
 // host memory, whose streams (the legacy default stream included) run
 // copies, event records and event waits later, in order, from a thread.
 // The header of fakecudart.c documents its semantics and environment.
+//
+// It is built with the host's C compiler for linux. Elsewhere, and for a
+// cross-built test binary (arm64 under qemu, Windows under wine), $TB_FAKE_CUDART
+// names a library built for the target (make test-platforms builds them);
+// without it, and in a binary built without cgo, the tests that need the
+// fake skip and say why.
 package fakecudart
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +22,15 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/tensorbatch/tensorbatch/csrc"
 )
+
+// EnvLib names a prebuilt fake library to use instead of building one.
+const EnvLib = "TB_FAKE_CUDART"
+
+// errSkip marks the reasons the fake cannot exist in this binary.
+var errSkip = errors.New("the fake CUDA runtime cannot be loaded")
 
 var (
 	once  sync.Once
@@ -30,10 +45,14 @@ func Source() string {
 }
 
 // Path builds the library (once per source version, cached in the temp
-// dir) and returns its path. It fails the test when the build fails.
+// dir) and returns its path. It skips the test where no fake can load
+// (see the package doc) and fails it when the build fails.
 func Path(t testing.TB) string {
 	t.Helper()
 	once.Do(func() { built, err = build() })
+	if errors.Is(err, errSkip) {
+		t.Skipf("fakecudart: %v", err)
+	}
 	if err != nil {
 		t.Fatalf("fakecudart: %v", err)
 	}
@@ -48,12 +67,21 @@ func Build() (string, error) {
 }
 
 func build() (string, error) {
+	switch {
+	case !csrc.Cgo:
+		return "", fmt.Errorf("%w: built without cgo", errSkip)
+	case os.Getenv(EnvLib) != "":
+		return os.Getenv(EnvLib), nil
+	case runtime.GOOS != "linux":
+		return "", fmt.Errorf("%w: it is built here for linux only; set %s to one built for %s/%s (make test-platforms does)",
+			errSkip, EnvLib, runtime.GOOS, runtime.GOARCH)
+	}
 	src, err := os.ReadFile(Source())
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(src)
-	out := filepath.Join(os.TempDir(), "tensorbatch-fakecudart-"+hex.EncodeToString(sum[:6])+".so")
+	out := filepath.Join(os.TempDir(), "tensorbatch-fakecudart-"+runtime.GOARCH+"-"+hex.EncodeToString(sum[:6])+".so")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}

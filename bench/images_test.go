@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The image rows on a few JPEGs made by the script: both tables, the
+// JSON, CSV and plot. Skipped where Debian's python3-pil or
+// mate-backgrounds are missing.
+func TestImageRows(t *testing.T) {
+	dir := t.TempDir()
+	ib := &imageBench{}
+	imgOpts = imageOpts{count: 70, workers: "0,2", rounds: 1}
+	defer func() { imgOpts = imageOpts{} }()
+	o := &options{out: dir, peer: "off"}
+	require.NoError(t, ib.run(o, nil))
+	var out bytes.Buffer
+	require.NoError(t, ib.report(&out, dir))
+	if ib.skipped != "" {
+		t.Skip(ib.skipped)
+	}
+	md := out.String()
+	for _, want := range []string{"## Images: real JPEGs to the batch", "| tensorbatch train transform |", "| tensorbatch eval transform |",
+		"| 0 | ", "| 2 | "} {
+		assert.Contains(t, md, want)
+	}
+	if strings.Contains(md, "TurboJPEG decode only (C) | 0 |") {
+		t.Log("TurboJPEG not loaded: no baseline")
+	} else {
+		assert.Contains(t, md, "tensorbatch train transform ÷ TurboJPEG decode only (C)")
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "images.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Loaders []imageLoaderRow `json:"loaders"`
+	}
+	require.NoError(t, json.Unmarshal(js, &doc))
+	require.Len(t, doc.Loaders, 2)
+	for _, r := range doc.Loaders {
+		assert.Positive(t, r.ImagesPerS)
+	}
+	png, err := os.ReadFile(filepath.Join(dir, "images.png"))
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
+// TestImageRowsFull runs only the image rows of make bench, at full size,
+// and prints their tables: TB_IMAGE_BENCH=1 go test -run ImageRowsFull -v
+// -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS change the size).
+func TestImageRowsFull(t *testing.T) {
+	if os.Getenv("TB_IMAGE_BENCH") == "" {
+		t.Skip("set TB_IMAGE_BENCH=1")
+	}
+	imgOpts = imageOpts{count: 1000, workers: "0,1,2,4", rounds: 3}
+	if n, err := strconv.Atoi(os.Getenv("TB_IMAGE_COUNT")); err == nil {
+		imgOpts.count = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("TB_IMAGE_ROUNDS")); err == nil {
+		imgOpts.rounds = n
+	}
+	defer func() { imgOpts = imageOpts{} }()
+	p, err := findPeer()
+	if err != nil {
+		t.Logf("no PyTorch: %v", err)
+	}
+	o := &options{out: filepath.Join(repoRoot(), "bench", "results"), peer: "auto"}
+	if p == nil {
+		o.peer = "off"
+	}
+	ib := &imageBench{}
+	require.NoError(t, ib.run(o, p))
+	var out bytes.Buffer
+	require.NoError(t, ib.report(&out, o.out))
+	fmt.Println(out.String())
+}

@@ -1,0 +1,238 @@
+/* C unit tests of the image kernels (tb_image.c, tb_dl.c), run by `make
+ * ctest` under ASan and UBSan. libjpeg is the real libjpeg-turbo
+ * (TB_LIBJPEG, default libjpeg.so.62; its tests are skipped when it does
+ * not load); TB_TESTDATA points at vision/testdata. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_image.h"
+#include "tb_kernels.h"
+#include "tb_turbo.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                   \
+	do {                                                                   \
+		checks++;                                                          \
+		if (!(cond)) {                                                     \
+			failures++;                                                    \
+			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+		}                                                                  \
+	} while (0)
+
+static uint8_t *slurp(const char *dir, const char *name, size_t *n) {
+	char path[1024];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "rb");
+	if (f == NULL) {
+		return NULL;
+	}
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc((size_t)len);
+	*n = fread(b, 1, (size_t)len, f);
+	fclose(f);
+	return b;
+}
+
+/* A plan that maps a w x h region onto itself (one tap of weight 1), or
+ * halves it (two taps of 1/2) when half is set. */
+typedef struct {
+	tb_plan p;
+	int32_t *hb, *hk, *vb, *vk;
+} test_plan;
+
+static void make_plan(test_plan *t, int w, int h, int half, int out, int flip) {
+	int ow = half ? w / 2 : w, oh = half ? h / 2 : h, ks = half ? 2 : 1;
+	t->hb = calloc((size_t)ow * 2, sizeof(int32_t));
+	t->hk = calloc((size_t)ow * ks, sizeof(int32_t));
+	t->vb = calloc((size_t)oh * 2, sizeof(int32_t));
+	t->vk = calloc((size_t)oh * ks, sizeof(int32_t));
+	for (int j = 0; j < ow; j++) {
+		t->hb[2 * j] = j * ks, t->hb[2 * j + 1] = ks;
+		for (int k = 0; k < ks; k++) {
+			t->hk[j * ks + k] = (1 << 22) / ks;
+		}
+	}
+	for (int i = 0; i < oh; i++) {
+		t->vb[2 * i] = i * ks, t->vb[2 * i + 1] = ks;
+		for (int k = 0; k < ks; k++) {
+			t->vk[i * ks + k] = (1 << 22) / ks;
+		}
+	}
+	tb_plan p = {0, 0, w, h, ow, oh, ks, ks, t->hb, t->hk, t->vb, t->vk, flip, out, {0.5f, 0.25f, 0}, {0.5f, 2.0f, 1}};
+	t->p = p;
+}
+
+static void free_plan(test_plan *t) {
+	free(t->hb);
+	free(t->hk);
+	free(t->vb);
+	free(t->vk);
+}
+
+static int cpu_simd(void) {
+#if defined(__x86_64__)
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+	return 0;
+#endif
+}
+
+/* Resampling from memory: the identity plan copies, every layout and flip
+ * agrees between the scalar and SIMD paths, nothing is written past the
+ * output. */
+static void test_resample(void) {
+	tb_imgdec *d = tb_imgdec_new(NULL);
+	CHECK(d != NULL, "decoder");
+	enum { W = 37, H = 29 };
+	uint8_t *src = malloc(W * H * 4);
+	for (int i = 0; i < W * H * 4; i++) {
+		src[i] = (uint8_t)(i * 131 + 7);
+		if (i % 4 == 3) {
+			src[i] = 0;
+		}
+	}
+	test_plan t;
+	make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0);
+	uint8_t *out = malloc(W * H * 3 + 16);
+	memset(out + W * H * 3, 0xab, 16);
+	CHECK(tb_resample(d, &t.p, src, W * 4, out, TB_PATH_SCALAR) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+	int same = 1;
+	for (int p = 0; p < W * H; p++) {
+		for (int c = 0; c < 3; c++) {
+			same &= out[3 * p + c] == src[4 * p + c];
+		}
+	}
+	CHECK(same, "the identity plan copies");
+	CHECK(out[W * H * 3] == 0xab && out[W * H * 3 + 15] == 0xab, "wrote past the output");
+	free(out);
+	free_plan(&t);
+
+	for (int out_kind = TB_OUT_F32_CHW; out_kind <= TB_OUT_U8_CHW; out_kind++) {
+		for (int flip = 0; flip < 2; flip++) {
+			for (int half = 0; half < 2; half++) {
+				make_plan(&t, W, H, half, out_kind, flip);
+				size_t elem = out_kind == TB_OUT_F32_CHW ? 4 : out_kind <= TB_OUT_BF16_CHW ? 2 : 1;
+				size_t n = (size_t)t.p.ow * t.p.oh * 3 * elem;
+				uint8_t *a = malloc(n), *b = malloc(n);
+				CHECK(tb_resample(d, &t.p, src, W * 4, a, TB_PATH_SCALAR) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+				if (cpu_simd()) {
+					CHECK(tb_resample(d, &t.p, src, W * 4, b, TB_PATH_AVX2) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+					CHECK(memcmp(a, b, n) == 0, "scalar and avx2 differ: out %d flip %d half %d", out_kind, flip, half);
+				}
+				free(a);
+				free(b);
+				free_plan(&t);
+			}
+		}
+	}
+	/* A plan reading past its region is refused, not run. */
+	make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0);
+	t.vb[2 * (H - 1)] = H; /* the last row reads row H of H */
+	out = malloc(W * H * 3);
+	CHECK(tb_resample(d, &t.p, src, W * 4, out, TB_PATH_SCALAR) == TB_IMG_EARG, "a bad plan ran");
+	free(out);
+	free_plan(&t);
+	free(src);
+	tb_imgdec_free(d);
+}
+
+static void test_open_errors(void) {
+	tb_jpeg_lib lib;
+	char err[512];
+	CHECK(tb_jpeg_open(&lib, "/nonexistent/libjpeg.so.62", err, sizeof err) == -1, "opened a missing library");
+	CHECK(strstr(err, "/nonexistent/libjpeg.so.62") != NULL, "message: %s", err);
+	CHECK(tb_jpeg_open(&lib, "libc.so.6", err, sizeof err) == -1, "libc is not libjpeg");
+	CHECK(strstr(err, "symbol jpeg_std_error not found") != NULL, "message: %s", err);
+	tb_turbo tj;
+	CHECK(tb_turbo_open(&tj, "libc.so.6", err, sizeof err) == -1 && strstr(err, "tjInitDecompress"), "message: %s", err);
+}
+
+/* Decoding real files: the fused path equals the region decode through
+ * the identity plan; truncated, corrupt and oversized inputs fail with a
+ * status and a message. */
+static void test_jpeg(const char *libpath, const char *dir) {
+	tb_jpeg_lib lib;
+	char err[512];
+	if (tb_jpeg_open(&lib, libpath, err, sizeof err) != 0) {
+		printf("image_ctest: skipping libjpeg tests: %s\n", err);
+		return;
+	}
+	tb_imgdec *d = tb_imgdec_new(&lib);
+	CHECK(d != NULL && tb_imgdec_error(d)[0] == 0, "decoder: %s", d ? tb_imgdec_error(d) : "");
+	const char *files[] = {"rgb420.jpg", "rgb422_odd.jpg", "gray.jpg", "cmyk.jpg", "progressive.jpg", "restart.jpg"};
+	const int dims[][2] = {{160, 120}, {131, 97}, {120, 100}, {100, 80}, {140, 105}, {96, 128}};
+	for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+		size_t n = 0;
+		uint8_t *data = slurp(dir, files[f], &n);
+		CHECK(data != NULL, "read %s/%s", dir, files[f]);
+		if (data == NULL) {
+			continue;
+		}
+		int w = dims[f][0], h = dims[f][1];
+		tb_jreq q = {(uint32_t)w, (uint32_t)h, 0, 1, 1, 0};
+		/* an inner region, so the crop and the skip both run */
+		int x0 = w / 3, y0 = h / 4, rw = w / 2, rh = h / 2;
+		uint8_t *region = malloc((size_t)rw * rh * 4);
+		CHECK(tb_jpeg_region(d, data, n, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_OK, "%s: %s", files[f],
+		      tb_imgdec_error(d));
+		test_plan t;
+		make_plan(&t, rw, rh, 0, TB_OUT_U8_HWC, 0);
+		t.p.x0 = x0, t.p.y0 = y0, t.p.x1 = x0 + rw, t.p.y1 = y0 + rh;
+		uint8_t *out = malloc((size_t)rw * rh * 3);
+		for (int path = TB_PATH_SCALAR; path <= (cpu_simd() ? TB_PATH_AVX2 : TB_PATH_SCALAR); path++) {
+			CHECK(tb_jpeg_resample(d, data, n, &q, &t.p, out, path) == TB_IMG_OK, "%s: %s", files[f], tb_imgdec_error(d));
+			int same = 1;
+			for (int p = 0; p < rw * rh; p++) {
+				for (int c = 0; c < 3; c++) {
+					same &= out[3 * p + c] == region[4 * p + c];
+				}
+			}
+			CHECK(same, "%s on path %d: the fused decode differs from the region decode", files[f], path);
+		}
+		/* truncated: an error, never a grey image */
+		CHECK(tb_jpeg_region(d, data, n / 2, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_EDECODE,
+		      "%s truncated: %s", files[f], tb_imgdec_error(d));
+		CHECK(tb_imgdec_error(d)[0] != 0, "a message");
+		/* the wrong size from the caller's parse */
+		tb_jreq bad = q;
+		bad.width++;
+		CHECK(tb_jpeg_region(d, data, n, &bad, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_EFORMAT, "%s", files[f]);
+		/* the pixel limit */
+		tb_jreq small = q;
+		small.max_pixels = 100;
+		CHECK(tb_jpeg_region(d, data, n, &small, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_ETOOBIG, "%s", files[f]);
+		/* the decoder works again after every failure */
+		CHECK(tb_jpeg_region(d, data, n, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_OK, "%s", files[f]);
+		free(out);
+		free_plan(&t);
+		free(region);
+		free(data);
+	}
+	uint8_t garbage[64];
+	for (int i = 0; i < 64; i++) {
+		garbage[i] = (uint8_t)(i * 37);
+	}
+	tb_jreq q = {10, 10, 0, 1, 1, 0};
+	uint8_t px[400];
+	CHECK(tb_jpeg_region(d, garbage, sizeof garbage, &q, 0, 0, 10, 10, px, 40) == TB_IMG_EDECODE, "garbage decoded");
+	tb_imgdec_free(d);
+	tb_jpeg_close(&lib);
+}
+
+int main(void) {
+	const char *lib = getenv("TB_LIBJPEG");
+	const char *dir = getenv("TB_TESTDATA");
+	test_resample();
+	test_open_errors();
+	test_jpeg(lib ? lib : "libjpeg.so.62", dir ? dir : "vision/testdata");
+	printf("image_ctest: %d checks, %d failures\n", checks, failures);
+	printf("%d passed, %d failed\n", checks - failures, failures);
+	return failures != 0;
+}

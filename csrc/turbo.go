@@ -1,0 +1,80 @@
+//go:build cgo
+
+package csrc
+
+/*
+#include <stdlib.h>
+#include "tb_turbo.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// TurboJPEG is TurboJPEG's API (libturbojpeg.so.0) loaded at run time:
+// the full decode the bench compares against.
+type TurboJPEG struct{ t *C.tb_turbo }
+
+// OpenTurboJPEG loads TurboJPEG from path.
+func OpenTurboJPEG(path string) (*TurboJPEG, error) {
+	t := (*C.tb_turbo)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tb_turbo{}))))
+	if t == nil {
+		return nil, errors.New("csrc: out of memory")
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	if C.tb_turbo_open(t, cpath, &msg[0], C.size_t(len(msg))) != 0 {
+		C.free(unsafe.Pointer(t))
+		return nil, fmt.Errorf("csrc: %s", C.GoString(&msg[0]))
+	}
+	return &TurboJPEG{t: t}, nil
+}
+
+// Close unloads the library.
+func (t *TurboJPEG) Close() {
+	if t.t != nil {
+		C.tb_turbo_close(t.t)
+		C.free(unsafe.Pointer(t.t))
+		t.t = nil
+	}
+}
+
+// DecodeAll decodes every JPEG of images to RGB rounds times, in one C
+// call (tjDecompress2, default flags), into scratch of maxBytes. It
+// returns the images decoded.
+func (t *TurboJPEG) DecodeAll(images [][]byte, rounds, maxBytes int) (int, error) {
+	if len(images) == 0 || rounds <= 0 {
+		return 0, nil
+	}
+	// The pointers to the images live in C memory; the images are pinned
+	// for the call.
+	ptrs := (*[1 << 30]*C.uint8_t)(C.malloc(C.size_t(len(images)) * C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(images):len(images)]
+	defer C.free(unsafe.Pointer(&ptrs[0]))
+	sizes := make([]C.size_t, len(images))
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for i, b := range images {
+		if len(b) == 0 {
+			return 0, fmt.Errorf("csrc: image %d is empty", i)
+		}
+		pin.Pin(&b[0])
+		ptrs[i] = (*C.uint8_t)(unsafe.Pointer(&b[0]))
+		sizes[i] = C.size_t(len(b))
+	}
+	dst := C.malloc(C.size_t(maxBytes))
+	if dst == nil {
+		return 0, errors.New("csrc: out of memory")
+	}
+	defer C.free(dst)
+	var msg [512]C.char
+	n := C.tb_turbo_decode_all(t.t, &ptrs[0], &sizes[0], C.size_t(len(images)), C.int(rounds), (*C.uint8_t)(dst), C.size_t(maxBytes), &msg[0], C.size_t(len(msg)))
+	if n < 0 {
+		return 0, fmt.Errorf("csrc: TurboJPEG: %s", C.GoString(&msg[0]))
+	}
+	return int(n), nil
+}

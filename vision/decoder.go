@@ -1,0 +1,106 @@
+package vision
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+)
+
+// Environment variables that steer the JPEG decoder.
+const (
+	EnvJPEG    = "TENSORBATCH_JPEG"     // auto (default), turbo or go
+	EnvJPEGLib = "TENSORBATCH_JPEG_LIB" // a libjpeg path, tried instead of JPEGLibs
+)
+
+// JPEGLibs are the libjpeg-turbo libraries tried, in order: the libjpeg
+// 6.2 ABI (Debian's libjpeg62-turbo), which has jpeg_crop_scanline and
+// jpeg_skip_scanlines. A library of another ABI (libjpeg.so.8, or a
+// Windows build whose boolean is a byte) is refused when it loads, by
+// jpeg_CreateDecompress's struct-size check, and Go's decoder is used.
+var JPEGLibs = jpegLibs()
+
+func jpegLibs() []string {
+	switch runtime.GOOS {
+	case "windows":
+		return []string{"jpeg62.dll", "libjpeg-62.dll"}
+	case "darwin":
+		return []string{"libjpeg.62.dylib"}
+	}
+	return []string{"libjpeg.so.62"}
+}
+
+// Decoder says which JPEG decoder the package uses and why, as
+// pinned.Selection does for backends.
+type Decoder struct {
+	Name   string // "libjpeg-turbo" or "go"
+	Reason string
+}
+
+func (d Decoder) String() string { return fmt.Sprintf("%s (%s)", d.Name, d.Reason) }
+
+// Turbo reports whether JPEGs are decoded by libjpeg-turbo.
+func (d Decoder) Turbo() bool { return d.Name == "libjpeg-turbo" }
+
+var (
+	decMu   sync.Mutex
+	decDone bool
+	decSel  Decoder
+	decLib  *jpegLib // nil unless libjpeg-turbo was loaded
+)
+
+// JPEGDecoder returns the JPEG decoder chosen at first use: libjpeg-turbo
+// loaded at run time ($TENSORBATCH_JPEG_LIB, else JPEGLibs), else Go's
+// image/jpeg, with the reason. $TENSORBATCH_JPEG=go forces Go's decoder;
+// turbo makes a failure to load libjpeg-turbo fatal for datasets (their
+// constructors return it). The choice is logged once with log/slog.
+func JPEGDecoder() Decoder {
+	d, _, _ := jpegDecoder()
+	return d
+}
+
+func jpegDecoder() (Decoder, *jpegLib, error) {
+	decMu.Lock()
+	defer decMu.Unlock()
+	if decDone {
+		return decSel, decLib, decErr(decSel)
+	}
+	decDone = true
+	decSel, decLib = selectDecoder(os.Getenv(EnvJPEG), os.Getenv(EnvJPEGLib))
+	slog.Info("tensorbatch: JPEG decoder", "decoder", decSel.Name, "reason", decSel.Reason)
+	return decSel, decLib, decErr(decSel)
+}
+
+func decErr(d Decoder) error {
+	if !d.Turbo() && os.Getenv(EnvJPEG) == "turbo" {
+		return fmt.Errorf("vision: %s=turbo, but libjpeg-turbo is not usable: %s", EnvJPEG, d.Reason)
+	}
+	return nil
+}
+
+func selectDecoder(spec, path string) (Decoder, *jpegLib) {
+	switch spec {
+	case "", "auto", "turbo":
+	case "go":
+		return Decoder{"go", EnvJPEG + "=go"}, nil
+	default:
+		return Decoder{"go", fmt.Sprintf("%s=%q is not auto, turbo or go; using Go's image/jpeg", EnvJPEG, spec)}, nil
+	}
+	libs := JPEGLibs
+	if path != "" {
+		libs = []string{path}
+	}
+	var why string
+	for _, name := range libs {
+		lib, err := openJPEGLib(name)
+		if err == nil {
+			return Decoder{"libjpeg-turbo", name + " loaded"}, lib
+		}
+		if why != "" {
+			why += "; "
+		}
+		why += err.Error()
+	}
+	return Decoder{"go", why + "; using Go's image/jpeg"}, nil
+}

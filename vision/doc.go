@@ -1,0 +1,29 @@
+// Package vision provides image datasets and transforms for the engine:
+// torchvision's ImageFolder and a file list, and its classic transforms
+// (RandomResizedCrop, RandomHorizontalFlip, Resize, CenterCrop, ToTensor,
+// Normalize) fused into one pass from the compressed file to the sample's
+// place in the pinned batch.
+//
+// JPEGs are decoded by libjpeg-turbo, loaded at run time (libjpeg.so.62,
+// Debian's libjpeg62-turbo), only over the rows and columns the crop
+// needs; Go's image/jpeg is the fallback where it cannot be loaded or cgo
+// is off, and JPEGDecoder says which one runs and why. PNG and any format
+// registered with Go's image package decode through it. Images convert to
+// RGB as Pillow's convert("RGB") does.
+//
+// Resizing is Pillow's antialiased bilinear filter with its fixed-point
+// arithmetic, in C with AVX2 (chosen as package collate's kernels are,
+// TENSORBATCH_KERNELS included) beside a plain Go reference that every
+// path matches bit for bit. In the Exact mode (the default) the output
+// equals torchvision's with its PIL backend for the same crop box, bit for
+// bit where libjpeg-turbo decodes; the Fast mode decodes large crops with
+// DCT scaling. Crops and flips are drawn from the slot's RNG, so batches
+// are the same for any worker count.
+//
+// A worker's decoder state and buffers are reused from image to image:
+// the libjpeg-turbo path allocates nothing per image. A file that is not
+// an image, truncated or corrupt, or declares more pixels than MaxPixels
+// fails with an error naming it (errors.Is ErrNotImage, ErrCorrupt,
+// ErrTooManyPixels), which the loader delivers as the sample's
+// *engine.SampleError.
+package vision

@@ -1,0 +1,24 @@
+package vision
+
+import "math/rand/v2"
+
+// DecodeGeometry decodes the image at path with geometry g instead of one
+// drawn from an RNG: how the goldens are checked for a given crop box.
+func (d *Dataset) DecodeGeometry(path string, g Geometry, dst []byte) error {
+	return d.decodeFile(path, func(int, int) Geometry { return g }, dst)
+}
+
+// ResetDecoder forgets the JPEG decoder choice, so a test can make it again.
+func ResetDecoder() {
+	decMu.Lock()
+	defer decMu.Unlock()
+	if decLib != nil {
+		decLib.Close()
+	}
+	decDone, decLib = false, nil
+}
+
+func newRand(i uint64) *rand.Rand { return rand.New(rand.NewPCG(i, 7)) }
+
+// CgoEnabled says whether the C kernels and libjpeg-turbo are built in.
+const CgoEnabled = hasNative

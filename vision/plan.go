@@ -1,0 +1,262 @@
+package vision
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// precisionBits is Pillow's fixed point for 8-bit resampling
+// (libImaging/Resample.c): 22 fractional bits.
+const precisionBits = 22
+
+// plan is one image's resampling, in the coordinates of the decoded
+// (possibly DCT-scaled) image: the window of ow x oh output pixels reads
+// region [x0, x1) x [y0, y1); output column j reads region columns
+// hb[2j]+t, t < hb[2j+1], weighted hk[j*hks+t]; output row i reads rows
+// vb[2i]+t of the horizontally resized region, weighted vk[i*vks+t]. The
+// C kernels (csrc/tb_image.c) and the Go reference below run the same
+// integer arithmetic, so they agree bit for bit.
+type plan struct {
+	x0, y0, x1, y1 int
+	ow, oh         int
+	hks, vks       int
+	hb, hk, vb, vk []int32
+	flip           bool
+	out            Output
+	mean, std      [3]float32
+}
+
+// scaledSpan maps the box span [b, b+n) of a source axis to an axis
+// DCT-scaled by 1/denom of decoded size size: the input pixels [lo,
+// lo+in) it lies in and its ends relative to lo. With denom 1 it is
+// Pillow's crop then resize: in0 = 0, in1 = n.
+func scaledSpan(b, n, denom, size int) (lo, in int, in0, in1 float32) {
+	if denom == 1 {
+		return b, n, 0, float32(n)
+	}
+	f0, f1 := float64(b)/float64(denom), float64(b+n)/float64(denom)
+	lo = int(math.Floor(f0))
+	hi := min(int(math.Ceil(f1)), size)
+	return lo, hi - lo, float32(f0 - float64(lo)), float32(f1 - float64(lo))
+}
+
+// axis computes one axis as Pillow's precompute_coeffs and
+// normalize_coeffs_8bpc (bilinear filter) do, for output positions [o,
+// o+n) of an axis of outSize pixels resized from [in0, in1) of an input of
+// inSize pixels. Positions outside [0, outSize) are padding: no taps. It
+// returns the taps per position, the bounds (relative to first) and
+// coefficients, and the input range [first, last) that is read.
+func axis(b, k []int32, inSize int, in0, in1 float32, outSize, o, n int) (ks int, bb, kk []int32, first, last int) {
+	scale := float64(in1-in0) / float64(outSize)
+	filterscale := max(scale, 1.0)
+	support := 1.0 * filterscale
+	ks = int(math.Ceil(support))*2 + 1
+	bb = grow(b, 2*n)
+	kk = grow(k, n*ks)
+	clear(kk)
+	var w [64]float64
+	ws := w[:0]
+	if ks > len(w) {
+		ws = make([]float64, 0, ks)
+	}
+	first, last = math.MaxInt, 0
+	for j := range n {
+		xx := o + j
+		if xx < 0 || xx >= outSize {
+			bb[2*j], bb[2*j+1] = 0, 0
+			continue
+		}
+		center := float64(in0) + float64((float64(xx)+0.5)*scale)
+		ss := 1.0 / filterscale
+		xmin := int(center - support + 0.5)
+		xmin = max(xmin, 0)
+		xmax := int(center + support + 0.5)
+		xmax = min(xmax, inSize)
+		xmax -= xmin
+		ws = ws[:0]
+		ww := 0.0
+		for x := range xmax {
+			v := bilinear((float64(x+xmin) - center + 0.5) * ss)
+			ws = append(ws, v)
+			ww += v
+		}
+		kj := kk[j*ks : (j+1)*ks]
+		for x, v := range ws {
+			if ww != 0 {
+				v /= ww
+			}
+			if v < 0 {
+				kj[x] = int32(-0.5 + float64(v*(1<<precisionBits)))
+			} else {
+				kj[x] = int32(0.5 + float64(v*(1<<precisionBits)))
+			}
+		}
+		bb[2*j], bb[2*j+1] = int32(xmin), int32(xmax)
+		if xmax > 0 {
+			first, last = min(first, xmin), max(last, xmin+xmax)
+		}
+	}
+	if first > last {
+		first, last = 0, 0
+	}
+	for j := range n {
+		if bb[2*j+1] > 0 {
+			bb[2*j] -= int32(first)
+		}
+	}
+	return ks, bb, kk, first, last
+}
+
+func bilinear(x float64) float64 {
+	if x < 0 {
+		x = -x
+	}
+	if x < 1 {
+		return 1 - x
+	}
+	return 0
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n, n+n/4)
+	}
+	return s[:n]
+}
+
+// build fills p for geometry g of a w x h image decoded at 1/denom
+// (decoded size sw x sh).
+func (p *plan) build(g Geometry, t *Transform, denom, sw, sh int) {
+	lo, in, in0, in1 := scaledSpan(g.Box.X, g.Box.W, denom, sw)
+	var first, last int
+	p.hks, p.hb, p.hk, first, last = axis(p.hb, p.hk, in, in0, in1, g.ResizeW, g.OX, g.Size)
+	p.x0, p.x1 = lo+first, lo+last
+	lo, in, in0, in1 = scaledSpan(g.Box.Y, g.Box.H, denom, sh)
+	p.vks, p.vb, p.vk, first, last = axis(p.vb, p.vk, in, in0, in1, g.ResizeH, g.OY, g.Size)
+	p.y0, p.y1 = lo+first, lo+last
+	p.ow, p.oh = g.Size, g.Size
+	p.flip = g.Flip
+	p.out = t.Output
+	p.mean, p.std = t.Mean, t.Std
+}
+
+func (p *plan) dstBytes() int { return p.ow * p.oh * 3 * p.out.elemBytes() }
+
+// ---- the Go reference of the C kernels ----
+
+func clip8(v int32) byte {
+	v >>= precisionBits
+	switch {
+	case v < 0:
+		return 0
+	case v > 255:
+		return 255
+	}
+	return byte(v)
+}
+
+// hpassGo resizes one region row (RGBX from column x0) into out (ow RGBX).
+func hpassGo(out, src []byte, p *plan) {
+	for j := range p.ow {
+		s := src[int(p.hb[2*j])*4:]
+		n := int(p.hb[2*j+1])
+		k := p.hk[j*p.hks : j*p.hks+n]
+		s0, s1, s2 := int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1))
+		for t, kt := range k {
+			s0 += int32(s[4*t]) * kt
+			s1 += int32(s[4*t+1]) * kt
+			s2 += int32(s[4*t+2]) * kt
+		}
+		out[4*j], out[4*j+1], out[4*j+2], out[4*j+3] = clip8(s0), clip8(s1), clip8(s2), 0
+	}
+}
+
+// vpassGo makes output row i from the horizontally resized rows in mid.
+func vpassGo(line, mid []byte, ms int, p *plan, i int) {
+	ymin, n := int(p.vb[2*i]), int(p.vb[2*i+1])
+	k := p.vk[i*p.vks : i*p.vks+n]
+	for b := range p.ow * 4 {
+		s := int32(1 << (precisionBits - 1))
+		for t, kt := range k {
+			s += int32(mid[(ymin+t)*ms+b]) * kt
+		}
+		line[b] = clip8(s)
+	}
+}
+
+// writeRowGo writes output row i (RGBX in line) into dst; fl is scratch
+// of ow float32s.
+func writeRowGo(dst, line []byte, p *plan, i int, fl []float32) {
+	ow, plane := p.ow, p.ow*p.oh
+	src := func(j int) int {
+		if p.flip {
+			return ow - 1 - j
+		}
+		return j
+	}
+	switch p.out {
+	case Uint8HWC:
+		o := dst[i*ow*3:]
+		for j := range ow {
+			s := src(j)
+			o[3*j], o[3*j+1], o[3*j+2] = line[4*s], line[4*s+1], line[4*s+2]
+		}
+	case Uint8CHW:
+		for c := range 3 {
+			o := dst[c*plane+i*ow:]
+			for j := range ow {
+				o[j] = line[4*src(j)+c]
+			}
+		}
+	case Float32CHW:
+		f := unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), 3*plane)
+		for c := range 3 {
+			normRow(f[c*plane+i*ow:c*plane+(i+1)*ow], line, c, p, src)
+		}
+	case Float16CHW, BFloat16CHW:
+		for c := range 3 {
+			normRow(fl[:ow], line, c, p, src)
+			off := 2 * (c*plane + i*ow)
+			if p.out == Float16CHW {
+				collate.F32ToF16(unsafe.Slice((*collate.F16)(unsafe.Pointer(&dst[off])), ow), fl[:ow])
+			} else {
+				collate.F32ToBF16(unsafe.Slice((*collate.BF16)(unsafe.Pointer(&dst[off])), ow), fl[:ow])
+			}
+		}
+	}
+}
+
+// normRow is ToTensor then Normalize, in float32, in torchvision's order.
+func normRow(o []float32, line []byte, c int, p *plan, src func(int) int) {
+	mean, std := p.mean[c], p.std[c]
+	for j := range o {
+		x := float32(line[4*src(j)+c]) / 255
+		x = x - mean
+		o[j] = x / std
+	}
+}
+
+// goScratch is the Go reference's working memory.
+type goScratch struct {
+	mid, line []byte
+	fl        []float32
+}
+
+// resampleGo is the Go reference of tb_resample: src holds the region's
+// RGBX rows, stride bytes apart.
+func resampleGo(dst, src []byte, stride int, p *plan, s *goScratch) {
+	ms := p.ow * 4
+	rows := p.y1 - p.y0
+	s.mid = grow(s.mid, rows*ms)
+	s.line = grow(s.line, ms)
+	s.fl = grow(s.fl, p.ow)
+	for y := range rows {
+		hpassGo(s.mid[y*ms:(y+1)*ms], src[y*stride:], p)
+	}
+	for i := range p.oh {
+		vpassGo(s.line, s.mid, ms, p, i)
+		writeRowGo(dst, s.line, p, i, s.fl)
+	}
+}
