@@ -80,17 +80,20 @@ soak:
 
 # Other platforms, from this linux/amd64 machine (README, Platforms):
 # CGO_ENABLED=0 builds and tests the whole module; macOS builds and vets
-# (cgo off: there is no macOS cross toolchain here); Windows (mingw-w64,
-# wine64) and linux/arm64 (gcc-aarch64-linux-gnu, qemu-user) run the test
-# binaries of PLATFORM_PKGS emulated (scripts/platforms.sh). make test runs
-# the quick set: the platform digests and one fake-GPU loader test under
-# wine and qemu; test-platforms runs everything.
+# with cgo off (no macOS cross toolchain here); Windows (mingw-w64, wine64)
+# and linux/arm64 (gcc-aarch64-linux-gnu, qemu-user) run the test binaries
+# of PLATFORM_PKGS emulated (scripts/platforms.sh). make test runs the quick
+# set: no-cgo tests but the bench harness's, the core vetted for macOS, and
+# the platform digests plus a fake-GPU loader test under wine and qemu.
 PLATFORM_PKGS = ./csrc ./collate ./pinned ./engine
 PLATFORM_QUICK = TestPlatformDigests|TestDeviceCopiesMatchTheHostBatch
-WINDOWS_ENV = GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc
 .PHONY: test-platforms test-platforms-quick test-nocgo test-darwin test-windows test-arm64
 test-platforms: test-nocgo test-darwin test-windows test-arm64
-test-platforms-quick: test-nocgo test-darwin
+
+test-platforms-quick:
+	CGO_ENABLED=0 $(GO) build ./...
+	CGO_ENABLED=0 $(GO) test -count=1 $$(CGO_ENABLED=0 $(GO) list ./... | grep -v /bench)
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PLATFORM_PKGS)
 	scripts/platforms.sh windows -run '$(PLATFORM_QUICK)' ./engine
 	scripts/platforms.sh arm64 -run '$(PLATFORM_QUICK)' ./engine
 
@@ -103,7 +106,8 @@ test-darwin:
 	GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 $(GO) build ./...
 
 test-windows:
-	$(WINDOWS_ENV) $(GO) vet ./...
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc $(GO) vet ./...
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build ./...
 	scripts/platforms.sh windows $(PLATFORM_PKGS)
 
 test-arm64:

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // tiny is a run small enough for a unit test.
 func tiny(t *testing.T, args ...string) *options {
 	o, err := parseFlags(append([]string{"-samples", "64", "-workers", "0,2", "-epochs", "2", "-step", "1ms",
-		"-persist-workers", "2", "-methods", "fork", "-no-images", "-out", t.TempDir()}, args...))
+		"-persist-workers", "2", "-methods", "fork", "-no-images", "-no-shards", "-no-autotune", "-out", t.TempDir()}, args...))
 	require.NoError(t, err)
 	o.progressOut = &bytes.Buffer{}
 	return o
@@ -129,4 +129,20 @@ func TestBenchFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{0, 1, 2}, o.workers)
 	assert.Equal(t, 5*time.Millisecond, o.step)
+}
+
+func TestBenchAutotuneTable(t *testing.T) {
+	o := tiny(t, "-peer", "off", "-backend", "cpu")
+	o.quick = true // the small grid
+	res := &results{opts: o}
+	require.NoError(t, res.autotuneTable(o))
+	require.Len(t, res.tune, 6, "3 settings × 2 workloads")
+	var out bytes.Buffer
+	res.tuneMarkdown(&out)
+	md := out.String()
+	assert.Contains(t, md, "## Autotune")
+	assert.Regexp(t, `\| seed \(philox randn\) \| workers=[0-9] prefetch=[0-9] \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9]+ workers, window [0-9]+ \|`, md)
+	for _, r := range res.tune {
+		assert.Positive(t, r.BatchesPerS, "%+v", r)
+	}
 }

@@ -32,6 +32,8 @@ type options struct {
 	backend     string
 	out         string
 	noPlots     bool
+	noShards    bool
+	noAutotune  bool
 	rng         string
 	fill        func(context.Context, *engine.Slot) error
 	progressOut io.Writer
@@ -52,6 +54,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.backend, "backend", "", "tensorbatch backend: auto, hip, cuda, cpu (default $TENSORBATCH_BACKEND, else auto)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for CSV, JSON and plots")
 	fs.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG and SVG plots")
+	fs.BoolVar(&o.noShards, "no-shards", false, "skip the streaming-shards and token-window rows")
+	fs.BoolVar(&o.noAutotune, "no-autotune", false, "skip the autotune table")
 	registerImageFlags(fs) // bench/images.go
 	fs.StringVar(&o.rng, "rng", "philox", "how tensorbatch draws randn: philox (collate.FillNormal, vectorised) or math (math/rand/v2 NormFloat64)")
 	if err := fs.Parse(args); err != nil {
@@ -147,8 +151,12 @@ func run(o *options, out io.Writer) error {
 			})
 		}
 		add("host-to-device bandwidth", func() error { return res.h2dTable(o) })
-		add("autotune against fixed settings", func() error { return res.autotuneTable(o) })
-		add("streaming shards and token windows", func() error { return sb.run(o) })
+		if !o.noAutotune {
+			add("autotune against fixed settings", func() error { return res.autotuneTable(o) })
+		}
+		if !o.noShards {
+			add("streaming shards and token windows", func() error { return sb.run(o) })
+		}
 	}
 	add("images: real JPEGs, per core and loaders", func() error { return ib.run(o, p) })
 	if p != nil {

@@ -139,7 +139,8 @@ func (d *Dataset) Fill(ctx context.Context, s *engine.Slot) error {
 
 // Decode reads the image at path and writes it, transformed with the
 // geometry drawn from rng, into dst (the bytes of one image field). It is
-// Fill without a slot.
+// Fill without a slot; rng may be nil for an evaluation transform, which
+// draws nothing.
 func (d *Dataset) Decode(path string, rng *rand.Rand, dst []byte) error {
 	return d.decodeFile(path, func(w, h int) Geometry { return d.t.Geometry(w, h, rng) }, dst)
 }

@@ -5,6 +5,7 @@ package vision
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/csrc"
@@ -49,6 +50,8 @@ func (n *native) init(lib *jpegLib) error {
 		return err
 	}
 	n.d = d
+	// A leak backstop for a Dataset never closed; Close is idempotent.
+	runtime.AddCleanup(n, func(d *csrc.ImageDecoder) { d.Close() }, d)
 	return nil
 }
 

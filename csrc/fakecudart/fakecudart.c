@@ -358,6 +358,17 @@ static int device_of(const void *p) {
 
 /* The library may be unloaded (dlclose): the legacy streams' threads end
  * first. The user's streams are the user's to destroy. */
+#ifdef _WIN32
+/* Windows runs destructors inside FreeLibrary under the loader lock, where
+ * joining the stream threads deadlocks (a thread needs that lock to exit).
+ * So the DLL pins itself: it stays loaded until the process exits, which
+ * ends its threads. */
+__attribute__((constructor)) static void fake_pin(void) {
+	HMODULE self;
+	GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_PIN | GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS,
+			   (LPCWSTR)(uintptr_t)&fake_pin, &self);
+}
+#else
 __attribute__((destructor)) static void fake_unload(void) {
 	for (int d = 0; d < MAX_DEVICES; d++) {
 		pthread_mutex_lock(&mu);
@@ -372,6 +383,7 @@ __attribute__((destructor)) static void fake_unload(void) {
 	dev_allocs = NULL;
 	ndev_allocs = cap_dev_allocs = 0;
 }
+#endif
 
 int cudaGetDeviceCount(int *count) {
 	if (count == NULL) {
