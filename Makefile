@@ -54,9 +54,9 @@ bin/ctest-image: csrc/ctest/image_ctest.c $(IMAGE_C) csrc/tb_image.h csrc/tb_jpe
 	@mkdir -p bin
 	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/image_ctest.c $(IMAGE_C) -ldl -lm
 
-bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_kernels.c csrc/tb_kernels.h
+bin/ctest: csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_dl.c csrc/tb_dl.h csrc/tb_kernels.c csrc/tb_kernels.h
 	@mkdir -p bin
-	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_kernels.c -ldl -lpthread -lm
+	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_dl.c csrc/tb_kernels.c -ldl -lpthread -lm
 
 bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
 	@mkdir -p bin

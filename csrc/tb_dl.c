@@ -6,14 +6,27 @@
 #include <string.h>
 
 #if defined(_WIN32)
+#include <stdlib.h>
 #include <windows.h>
 
 void *tb_dl_open(const char *path, char *err, size_t errlen) {
-	HMODULE h = LoadLibraryA(path);
-	if (h == NULL) {
-		snprintf(err, errlen, "%s: LoadLibrary failed (error %lu)", path, (unsigned long)GetLastError());
+	/* path is UTF-8 (a Go string): convert it for the wide-char API. */
+	int n = MultiByteToWideChar(CP_UTF8, 0, path, -1, NULL, 0);
+	wchar_t *wpath = n > 0 ? malloc((size_t)n * sizeof *wpath) : NULL;
+	HMODULE lib = NULL;
+	DWORD code = ERROR_INVALID_PARAMETER;
+	if (wpath != NULL && MultiByteToWideChar(CP_UTF8, 0, path, -1, wpath, n) == n) {
+		lib = LoadLibraryW(wpath);
+		code = GetLastError();
 	}
-	return (void *)h;
+	free(wpath);
+	if (lib == NULL) {
+		char msg[256] = "";
+		FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, code, 0, msg, sizeof msg, NULL);
+		msg[strcspn(msg, "\r\n")] = 0;
+		snprintf(err, errlen, "%s: LoadLibrary: %s (error %lu)", path, msg, (unsigned long)code);
+	}
+	return (void *)lib;
 }
 
 void *tb_dl_sym(void *lib, const char *name) {

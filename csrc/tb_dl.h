@@ -1,6 +1,7 @@
 /* tb_dl: opening a shared library and finding its symbols at run time, the
  * one place that knows the platform's loader (dlopen on POSIX,
- * LoadLibrary on Windows). Used by the image decoders (tb_jpeg.c). */
+ * LoadLibrary on Windows). Used by the GPU runtimes (tb_runtime.c) and the
+ * image decoders (tb_turbo.c). */
 #ifndef TB_DL_H
 #define TB_DL_H
 

@@ -43,15 +43,7 @@ type RandomWithReplacement struct {
 
 // Validate reports an invalid N or NumSamples; the error wraps ErrSampler.
 func (s RandomWithReplacement) Validate() error {
-	switch {
-	case s.N < 0:
-		return samplerError("RandomWithReplacement", "N is %d, want >= 0", s.N)
-	case s.NumSamples < 0:
-		return samplerError("RandomWithReplacement", "NumSamples is %d, want >= 0 (0 means N)", s.NumSamples)
-	case s.N == 0 && s.NumSamples > 0:
-		return samplerError("RandomWithReplacement", "NumSamples is %d with N 0: nothing to draw from", s.NumSamples)
-	}
-	return nil
+	return validateDraws("RandomWithReplacement", s.N, s.NumSamples)
 }
 
 // Order returns the epoch's draws.

@@ -49,14 +49,18 @@ type Shuffled struct {
 }
 
 // Validate reports an invalid N or NumSamples; the error wraps ErrSampler.
-func (s Shuffled) Validate() error {
+func (s Shuffled) Validate() error { return validateDraws("Shuffled", s.N, s.NumSamples) }
+
+// validateDraws checks the N and NumSamples of sampler name, which draws
+// NumSamples (0: N) indices from 0..N-1.
+func validateDraws(name string, n, numSamples int) error {
 	switch {
-	case s.N < 0:
-		return samplerError("Shuffled", "N is %d, want >= 0", s.N)
-	case s.NumSamples < 0:
-		return samplerError("Shuffled", "NumSamples is %d, want >= 0 (0 means N)", s.NumSamples)
-	case s.N == 0 && s.NumSamples > 0:
-		return samplerError("Shuffled", "NumSamples is %d with N 0: nothing to draw from", s.NumSamples)
+	case n < 0:
+		return samplerError(name, "N is %d, want >= 0", n)
+	case numSamples < 0:
+		return samplerError(name, "NumSamples is %d, want >= 0 (0 means N)", numSamples)
+	case n == 0 && numSamples > 0:
+		return samplerError(name, "NumSamples is %d with N 0: nothing to draw from", numSamples)
 	}
 	return nil
 }

@@ -224,37 +224,30 @@ func convertTokens(dst, src []byte, from, to collate.DType) {
 		copy(dst, src)
 		return
 	}
-	switch from {
-	case collate.Uint16:
-		n := len(src) / 2
-		if littleEndian {
-			in := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), n)
-			switch to {
-			case collate.Int64:
-				widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
-			case collate.Int32:
-				widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
-			}
-			return
-		}
+	if from == collate.Uint16 {
+		convertFrom(dst, src, to, binary.LittleEndian.Uint16)
+	} else {
+		convertFrom(dst, src, to, binary.LittleEndian.Uint32)
+	}
+}
+
+// convertFrom is convertTokens from tokens of type S; get reads one
+// little-endian token (the big-endian path).
+func convertFrom[S uint16 | uint32](dst, src []byte, to collate.DType, get func([]byte) S) {
+	size := int(unsafe.Sizeof(S(0)))
+	n := len(src) / size
+	if !littleEndian {
 		for i := range n {
-			put(dst, i, uint64(binary.LittleEndian.Uint16(src[2*i:])), to)
+			put(dst, i, uint64(get(src[size*i:])), to)
 		}
-	case collate.Uint32:
-		n := len(src) / 4
-		if littleEndian {
-			in := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
-			switch to {
-			case collate.Int64:
-				widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
-			case collate.Int32:
-				widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
-			}
-			return
-		}
-		for i := range n {
-			put(dst, i, uint64(binary.LittleEndian.Uint32(src[4*i:])), to)
-		}
+		return
+	}
+	in := unsafe.Slice((*S)(unsafe.Pointer(unsafe.SliceData(src))), n)
+	switch to {
+	case collate.Int64:
+		widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
+	case collate.Int32:
+		widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), n), in)
 	}
 }
 
