@@ -112,4 +112,8 @@ func (r *results) tuneMarkdown(w io.Writer) {
 			float64(best.PeakPinned)/1e6, auto.BatchesPerS, auto.BatchesPerS/best.BatchesPerS, float64(auto.PeakPinned)/1e6, auto.Active, auto.Window)
 		i = j
 	}
+	fmt.Fprintln(w, "\nEvery setting:\n\n| workload | setting | batches/s | peak pinned MB | workers, window at the end |\n| --- | --- | --- | --- | --- |")
+	for _, row := range r.tune {
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %d, %d |\n", row.Workload, row.Setting, row.BatchesPerS, float64(row.PeakPinned)/1e6, row.Active, row.Window)
+	}
 }

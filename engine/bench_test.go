@@ -87,3 +87,40 @@ func fillRange(layout *collate.Layout, epoch, lo, hi int) {
 		}
 	}
 }
+
+// emptyBatches is a BatchFiller that writes nothing: loading it measures
+// the loader's own cost a batch.
+type emptyBatches struct{ n int }
+
+func (d emptyBatches) Len() int { return d.n }
+func (d emptyBatches) Schema() collate.Schema {
+	return collate.Schema{{Name: "tokens", DType: collate.Uint16, Shape: []int{1025}}}
+}
+func (d emptyBatches) Fill(context.Context, *engine.Slot) error           { return nil }
+func (d emptyBatches) FillBatch(context.Context, *engine.BatchSlot) error { return nil }
+
+// BenchmarkBatchOverhead runs batches of 32 token windows that FillBatch
+// leaves as they are: the time a batch is the loader's overhead (compare
+// BenchmarkTokens in shards, where the copy is most of it).
+func BenchmarkBatchOverhead(b *testing.B) {
+	for _, w := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
+			l, err := engine.New(emptyBatches{1 << 14}, engine.Config{BatchSize: 32, Shuffle: true, Seed: 1, Workers: w, SkipZero: true, WorldSize: 1, Backend: "cpu"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			n := 0
+			for e := 0; n < b.N; e++ {
+				for _, err := range l.Epoch(context.Background(), e) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n++; n == b.N {
+						break
+					}
+				}
+			}
+		})
+	}
+}

@@ -218,6 +218,7 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	case l.active != nil:
 		return nil, ErrBusy
 	}
+	l.tune.epoch()
 	var resume *State
 	if st := l.cfg.Resume; st != nil && !l.resumed && epoch == st.Epoch {
 		resume = st
@@ -581,7 +582,8 @@ type Stats struct {
 
 	// Latencies: one Fill (a sample; one Fill in 8 is timed and counts
 	// for 8, as reading the clock costs more than a small sample), the
-	// padding and compaction of a batch, issuing its device copy, and the
+	// padding and compaction of a batch (0, not timed, for a batch with
+	// nothing to pad or compact), issuing its device copy, and the
 	// consumer's wait for a batch.
 	Fill, Pad, Copy, Wait Histogram
 

@@ -27,6 +27,7 @@ type run struct {
 	batches [][]int
 	layout  *collate.Layout
 	window  int    // the ring's size: the most batches ever in flight
+	procs   int    // GOMAXPROCS at the start
 	tune    *tuner // the batches in flight now and the active workers
 	workers []*worker
 	bf      BatchFiller // the dataset, when it fills whole batches
@@ -37,7 +38,7 @@ type run struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond    // signalled when a claim may proceed
-	changed  chan struct{} // closed and replaced when a batch completes or the run stops
+	changed  chan struct{} // made when the consumer waits; closed and dropped when a batch completes or the run stops
 	nb, off  int           // the cursor: the next sample is batches[nb][off]
 	started  int           // batches started (buffer taken)
 	starting bool          // a worker is getting the buffer of batch started
@@ -45,6 +46,7 @@ type run struct {
 	ring     []*pending    // batch k at ring[k%window], from start to take
 	skipped  int           // samples skipped so far (Config.OnError), counted in delivery order
 	budget   int           // samples the epoch may skip
+	done     atomic.Int64  // batches completed, for the consumer's spin
 	stopped  bool
 	err      error // a failure of the run itself (not of a sample)
 
@@ -81,9 +83,9 @@ func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers 
 		batches: batches,
 		layout:  l.layout,
 		window:  l.cfg.window(),
+		procs:   runtime.GOMAXPROCS(0),
 		tune:    l.tune,
 		workers: workers,
-		changed: make(chan struct{}),
 	}
 	r.ring = make([]*pending, r.window)
 	r.budget = l.cfg.OnError.budget(len(batches), func() int {
@@ -106,8 +108,10 @@ func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers 
 // notify wakes everyone waiting on the run. Called with r.mu held.
 func (r *run) notify() {
 	r.cond.Broadcast()
-	close(r.changed)
-	r.changed = make(chan struct{})
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
 }
 
 // stop ends the run with cause (nil: it ended normally or was abandoned)
@@ -151,10 +155,10 @@ func (r *run) claim(w *worker, block bool) (p *pending, k, pos, index int, ok bo
 			r.cond.Wait()
 			continue
 		}
+		w.yield = r.tune.active >= r.procs
 		k = r.nb
 		if r.started == k { // the cursor is at a batch nobody has started
 			full := r.started-r.taken >= r.tune.limit(r.window)
-			r.tune.full = r.tune.full || full
 			if r.starting || full || r.ring[k%r.window] != nil {
 				if !block {
 					return nil, 0, 0, 0, false
@@ -179,25 +183,30 @@ func (r *run) claim(w *worker, block bool) (p *pending, k, pos, index int, ok bo
 	}
 }
 
-// startBatch gets batch k's buffer without holding r.mu, so that a wait in
-// the pool (at MaxPinnedBytes) never blocks the consumer. Called with r.mu
-// held; reports whether the batch started.
+// startBatch gets batch k's buffer: a cached one at once, else from Get
+// without holding r.mu, so that a wait in the pool (at MaxPinnedBytes) or
+// an allocation never blocks the consumer. Called with r.mu held; reports
+// whether the batch started.
 func (r *run) startBatch(k int) bool {
-	r.starting = true
-	r.mu.Unlock()
-	buf, err := r.l.pool.Get(r.ctx, r.layout.Size())
-	r.mu.Lock()
-	r.starting = false
-	r.cond.Broadcast()
-	switch {
-	case r.stopped:
-		if buf != nil {
-			r.l.recycle(buf, nil)
+	buf := r.l.pool.TryGet(r.layout.Size())
+	if buf == nil {
+		r.starting = true
+		r.mu.Unlock()
+		var err error
+		buf, err = r.l.pool.Get(r.ctx, r.layout.Size())
+		r.mu.Lock()
+		r.starting = false
+		r.cond.Broadcast()
+		switch {
+		case r.stopped:
+			if buf != nil {
+				r.l.recycle(buf, nil)
+			}
+			return false
+		case err != nil:
+			r.fail(fmt.Errorf("engine: buffer for batch %d of epoch %d: %w", k, r.epoch, err))
+			return false
 		}
-		return false
-	case err != nil:
-		r.fail(fmt.Errorf("engine: buffer for batch %d of epoch %d: %w", k, r.epoch, err))
-		return false
 	}
 	p := &pending{k: k, buf: buf}
 	p.left.Store(int32(len(r.batches[k])))
@@ -207,10 +216,11 @@ func (r *run) startBatch(k int) bool {
 }
 
 // work fills samples until there is nothing to claim, or until w is
-// abandoned. Workers yield after each sample: a Fill that never blocks has
-// no scheduling point, and with more workers than GOMAXPROCS the consumer,
-// woken from its training step, would otherwise wait for a preemption
-// (10 ms) before it could take the next batch.
+// abandoned. While as many workers are active as GOMAXPROCS, they yield
+// after each sample: a Fill that never blocks has no scheduling point, and
+// the consumer, woken from its training step, would otherwise wait for a
+// preemption (10 ms) before it could take the next batch. With fewer, a P
+// is free for it.
 func (r *run) work(w *worker, block bool) {
 	if !r.initWorker(w) {
 		return
@@ -228,7 +238,7 @@ func (r *run) work(w *worker, block bool) {
 		if w.gone() {
 			return
 		}
-		if block {
+		if block && w.yield {
 			runtime.Gosched()
 		}
 	}
@@ -329,7 +339,8 @@ func (r *run) sleep(d time.Duration) error {
 
 // fillBatch runs the dataset's FillBatch for all of batch k.
 func (r *run) fillBatch(w *worker, p *pending, k int) {
-	b := &BatchSlot{run: r, indices: r.batches[k], buf: p.buf.Bytes()}
+	b := &w.bslot
+	*b = BatchSlot{run: r, indices: r.batches[k], buf: p.buf.Bytes()}
 	if !r.l.cfg.SkipZero {
 		clear(b.buf)
 	}
@@ -337,10 +348,12 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 	if w.gone() {
 		return
 	}
-	r.l.samples.Add(int64(len(b.indices)))
+	*b = BatchSlot{} // holds nothing of the run past the call
+	indices := r.batches[k]
+	r.l.samples.Add(int64(len(indices)))
 	if err != nil {
 		var se *SampleError
-		switch pos := slices.Index(b.indices, sampleIndex(err)); {
+		switch pos := slices.Index(indices, sampleIndex(err)); {
 		case errors.As(err, &se) && pos >= 0:
 			r.sampleFailed(p, pos, se)
 		default:
@@ -352,7 +365,7 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 			r.mu.Unlock()
 		}
 	}
-	for pos, index := range b.indices {
+	for pos, index := range indices {
 		if err := r.checkLengths(p.buf.Bytes(), pos); err != nil {
 			r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err})
 			break
@@ -400,16 +413,20 @@ func (r *run) complete(w *worker, p *pending, k int) {
 		if failed { // never delivered: no padding, no copy
 			return nil
 		}
-		start := time.Now()
 		n := len(r.batches[k])
-		if len(p.failed) > 0 {
-			p.idx = r.compact(p, k)
-			n = len(p.idx)
+		if len(p.failed) > 0 || len(r.l.dyn) > 0 {
+			start := time.Now()
+			if len(p.failed) > 0 {
+				p.idx = r.compact(p, k)
+				n = len(p.idx)
+			}
+			var moved int
+			p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), n)
+			r.l.copied.Add(int64(moved))
+			r.l.stats.pad.observe(time.Since(start))
+		} else {
+			r.l.stats.pad.observe(0) // nothing to pad or compact: no clock read
 		}
-		var moved int
-		p.longest, moved = padBatch(r.layout, r.l.dyn, p.buf.Bytes(), n)
-		r.l.copied.Add(int64(moved))
-		r.l.stats.pad.observe(time.Since(start))
 		if r.l.gpu != nil && n > 0 {
 			start := time.Now()
 			defer func() { r.l.stats.copy.observe(time.Since(start)) }()
@@ -422,6 +439,7 @@ func (r *run) complete(w *worker, p *pending, k int) {
 		p.err, p.errPos = err, -1
 	}
 	p.complete = true
+	r.done.Add(1)
 	r.notify()
 	r.mu.Unlock()
 }
@@ -522,7 +540,13 @@ func (r *run) compact(p *pending, k int) []int {
 // taken but not handed over: take returns nil and no error.
 func (r *run) take(k int) (*Batch, error) {
 	start := time.Now()
-	defer func() { r.l.stats.wait.observe(time.Since(start)) }()
+	var waited time.Duration // read once, when the batch is ready
+	defer func() {
+		if waited == 0 {
+			waited = time.Since(start)
+		}
+		r.l.stats.wait.observe(waited)
+	}()
 	var tick <-chan time.Time
 	if t := r.l.cfg.Timeout; t > 0 && len(r.workers) > 0 {
 		ticker := time.NewTicker(max(t/4, time.Millisecond))
@@ -548,7 +572,8 @@ func (r *run) take(k int) (*Batch, error) {
 		if p := r.ready(k); p != nil {
 			r.ring[p.k%r.window] = nil
 			r.taken++
-			r.tune.observe(time.Since(start))
+			waited = time.Since(start)
+			r.tune.observe(waited)
 			r.cond.Broadcast()
 			err := r.account(p)
 			r.mu.Unlock()
@@ -570,6 +595,15 @@ func (r *run) take(k int) (*Batch, error) {
 			return &Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
 				stream: p.stream, longest: p.longest, inLoop: true}, nil
 		}
+		if len(r.workers) > 0 && r.tune.active < r.procs && time.Since(start) < spinWait {
+			n := r.done.Load()
+			r.mu.Unlock()
+			r.spin(start, n)
+			continue
+		}
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
 		changed := r.changed
 		r.mu.Unlock()
 		select {
@@ -579,6 +613,19 @@ func (r *run) take(k int) (*Batch, error) {
 				return nil, err
 			}
 		}
+	}
+}
+
+// spinWait is how long the consumer waits for a batch without sleeping,
+// when a P is free of workers for it: its sleep and wake-up would cost a
+// futex call on each side, for every batch.
+const spinWait = 50 * time.Microsecond
+
+// spin waits, yielding its P to anything runnable, until a batch completes
+// after the n so far, the run stops or spinWait has passed since start.
+func (r *run) spin(start time.Time, n int64) {
+	for r.done.Load() == n && r.ctx.Err() == nil && time.Since(start) < spinWait {
+		runtime.Gosched()
 	}
 }
 
@@ -685,9 +732,11 @@ type worker struct {
 	batch     int
 	index     int
 	since     time.Time
-	abandoned bool // stuck in a Fill past Timeout and left behind
-	inited    bool // Config.WorkerInit ran; only w's goroutine touches it
-	fills     int  // Fills run, for the sampling of their timing; only w's goroutine touches it
+	abandoned atomic.Bool // stuck in a Fill past Timeout and left behind; set under mu
+	inited    bool        // Config.WorkerInit ran; only w's goroutine touches it
+	fills     int         // Fills run, for the sampling of their timing; only w's goroutine touches it
+	bslot     BatchSlot   // handed to FillBatch, reused from batch to batch; only w's goroutine touches it
+	yield     bool        // yield after the sample claimed (see work); only w's goroutine touches it
 }
 
 func newWorker(id int, seed uint64) *worker {
@@ -755,11 +804,7 @@ func (w *worker) end() {
 }
 
 // gone reports whether w was abandoned. Stable once its Fill has returned.
-func (w *worker) gone() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.abandoned
-}
+func (w *worker) gone() bool { return w.abandoned.Load() }
 
 // busyOn reports the sample w is filling for run r in batch k or earlier,
 // and for how long.
@@ -780,11 +825,11 @@ func (w *worker) busyOn(r *run, k int) (index int, d time.Duration, ok bool) {
 func (w *worker) abandon(l *Loader) {
 	w.mu.Lock()
 	r, k, index, d := w.run, w.batch, w.index, time.Since(w.since)
-	if r == nil || w.abandoned || d <= l.cfg.Timeout {
+	if r == nil || w.abandoned.Load() || d <= l.cfg.Timeout {
 		w.mu.Unlock()
 		return
 	}
-	w.abandoned = true
+	w.abandoned.Store(true)
 	w.mu.Unlock()
 	r.leak(k)
 	l.abandoned.Add(1)

@@ -10,11 +10,15 @@ const AutoPrefetch = -1
 // in flight per worker (PrefetchFactor: AutoPrefetch) from what the
 // consumer waits, as tf.data's AUTOTUNE does. It starts small and only
 // grows: after each interval of batches in which the consumer waited more
-// than a tenth of the time, it adds a batch of prefetch if the window was
-// full while workers were free (bursts), else a worker, up to one per CPU.
-// Idle workers cost nothing, so a loader that keeps up stays at the
-// smallest setting that does: the least memory and the least contention
-// with a training step that needs the CPU. The settings carry over from
+// than a tenth of the time, it adds a worker, up to one per CPU, and once
+// the workers are all active a batch of prefetch. A worker first, because
+// it costs the least memory: from W workers and P batches each, one more
+// worker adds P batches in flight, one more prefetch adds W. Idle workers
+// cost nothing, so a loader that keeps up stays at the smallest setting
+// that does: the least memory and the least contention with a training
+// step that needs the CPU. An epoch's first batch is not measured: its
+// wait is the epoch's start, which no setting removes, and counting it
+// would grow the setting at every epoch. The settings carry over from
 // epoch to epoch. All fields are guarded by the running epoch's mu.
 type tuner struct {
 	workers, prefetch bool // what is tuned
@@ -24,7 +28,7 @@ type tuner struct {
 	start   time.Time     // of the interval being measured
 	waited  time.Duration // the consumer's wait in it
 	batches int
-	full    bool // a worker found the window full in it
+	first   bool // the next batch is an epoch's first
 }
 
 // newTuner returns the tuner of cfg (defaults filled in): fixed settings
@@ -49,6 +53,11 @@ func (t *tuner) limit(window int) int {
 	return max(1, t.active*t.pf)
 }
 
+// epoch starts measuring a new epoch: its first batch is not counted.
+func (t *tuner) epoch() {
+	t.start, t.waited, t.batches, t.first = time.Time{}, 0, 0, true
+}
+
 // tuneInterval is the least time an interval is measured over.
 const tuneInterval = 50 * time.Millisecond
 
@@ -56,6 +65,10 @@ const tuneInterval = 50 * time.Millisecond
 // whether the setting changed.
 func (t *tuner) observe(d time.Duration) bool {
 	if !t.workers && !t.prefetch {
+		return false
+	}
+	if t.first {
+		t.first = false
 		return false
 	}
 	if t.start.IsZero() {
@@ -70,9 +83,6 @@ func (t *tuner) observe(d time.Duration) bool {
 	changed := false
 	if t.waited*10 > elapsed { // data-bound
 		switch {
-		case t.prefetch && t.full && t.pf < t.maxPF:
-			t.pf++
-			changed = true
 		case t.workers && t.active < t.maxActive:
 			t.active++
 			changed = true
@@ -81,6 +91,6 @@ func (t *tuner) observe(d time.Duration) bool {
 			changed = true
 		}
 	}
-	t.start, t.waited, t.batches, t.full = time.Now(), 0, 0, false
+	t.start, t.waited, t.batches = time.Now(), 0, 0
 	return changed
 }

@@ -48,3 +48,26 @@ func TestAutotuneGrowsOnlyWhileTheLoopWaits(t *testing.T) {
 	assert.LessOrEqual(t, st.Window, 2)
 	assert.LessOrEqual(t, st.Pool.PeakBufs, 4)
 }
+
+func TestAutotuneDoesNotGrowFromEpochStarts(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	// Each epoch's first sample is slow, the rest fast, and the loop's
+	// step keeps up with one worker: only the epochs' starts wait, and no
+	// setting removes that wait, so the setting must stay the smallest.
+	ds := engine.DatasetFunc(64, indexSchema, func(ctx context.Context, s *engine.Slot) error {
+		if s.Index() == 0 {
+			time.Sleep(40 * time.Millisecond)
+		}
+		return fillIndex(ctx, s)
+	})
+	l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: engine.AutoWorkers, PrefetchFactor: engine.AutoPrefetch})
+	for e := range 6 {
+		for _, err := range l.Epoch(context.Background(), e) {
+			require.NoError(t, err)
+			time.Sleep(3 * time.Millisecond)
+		}
+	}
+	st := l.Stats()
+	assert.Equal(t, 1, st.ActiveWorkers)
+	assert.Equal(t, 1, st.Window)
+}

@@ -153,7 +153,7 @@ type Pool struct {
 	free   []*Buffer
 	stats  PoolStats
 	closed bool
-	wake   chan struct{} // closed and replaced on every Put
+	wake   chan struct{} // made when a Get waits; closed and dropped by Put
 }
 
 // PoolOption configures NewPool.
@@ -171,13 +171,13 @@ func NewPool(be Backend, limit int64, opts ...PoolOption) *Pool {
 	for _, o := range opts {
 		o(&h)
 	}
-	return &Pool{mem: h, limit: limit, wake: make(chan struct{})}
+	return &Pool{mem: h, limit: limit}
 }
 
 // NewDevicePool returns a pool of g's device memory. limit caps the bytes
 // allocated; 0 means no cap.
 func NewDevicePool(g *GPU, limit int64) *Pool {
-	return &Pool{mem: deviceMemory{g}, limit: limit, wake: make(chan struct{})}
+	return &Pool{mem: deviceMemory{g}, limit: limit}
 }
 
 // fencePoll is how often a Get waiting on an unfinished fence looks again.
@@ -232,32 +232,15 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 	if n <= 0 {
 		return nil, nil, false, fmt.Errorf("pinned: get of %d bytes", n)
 	}
-	best := -1
-	for i, c := range p.free {
-		if !fits(c, n) {
-			continue
-		}
-		if done, err := fenceDone(c.fence); err != nil {
-			return nil, nil, false, err
-		} else if !done {
-			pending = true
-			continue
-		}
-		if best < 0 || c.size < p.free[best].size {
-			best = i
-		}
-	}
-	if best >= 0 {
-		b = p.free[best]
-		p.free = append(p.free[:best], p.free[best+1:]...)
-		p.stats.Reuses++
-		return p.handOut(b, n), nil, false, nil
+	b, pending, err = p.reuse(n)
+	if b != nil || err != nil {
+		return b, nil, false, err
 	}
 	if pending {
 		// A buffer that fits is only waiting for its copy: wait for it
 		// rather than allocate, so that the buffers in existence stay
 		// bounded by the buffers handed out at once.
-		return nil, p.wake, true, nil
+		return nil, p.waker(), true, nil
 	}
 	// Make room under the limit by freeing idle buffers of other sizes.
 	for p.limit > 0 && p.stats.Allocated+int64(n) > p.limit {
@@ -275,7 +258,7 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 		if int64(n) > p.limit {
 			return nil, nil, false, fmt.Errorf("pinned: %d bytes asked, more than the pool limit of %d", n, p.limit)
 		}
-		return nil, p.wake, pending || len(p.free) > 0, nil
+		return nil, p.waker(), pending || len(p.free) > 0, nil
 	}
 	b, err = p.mem.alloc(n)
 	if err != nil {
@@ -288,6 +271,47 @@ func (p *Pool) tryGet(n int) (b *Buffer, wake chan struct{}, pending bool, err e
 	p.stats.Peak = max(p.stats.Peak, p.stats.Allocated)
 	p.stats.PeakBufs = max(p.stats.PeakBufs, p.stats.Buffers)
 	return p.handOut(b, n), nil, false, nil
+}
+
+// TryGet returns a cached buffer of at least n bytes whose fence is done,
+// or nil (then Get says why, or waits): it neither waits nor allocates, so
+// a caller may hold a lock of its own around it.
+func (p *Pool) TryGet(n int) *Buffer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || n <= 0 {
+		return nil
+	}
+	b, _, _ := p.reuse(n)
+	return b
+}
+
+// reuse hands out the smallest cached buffer that fits n bytes and whose
+// fence is done, if any; pending says whether one that fits is still
+// fenced. Called with p.mu held.
+func (p *Pool) reuse(n int) (b *Buffer, pending bool, err error) {
+	best := -1
+	for i, c := range p.free {
+		if !fits(c, n) {
+			continue
+		}
+		if done, err := fenceDone(c.fence); err != nil {
+			return nil, false, err
+		} else if !done {
+			pending = true
+			continue
+		}
+		if best < 0 || c.size < p.free[best].size {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil, pending, nil
+	}
+	b = p.free[best]
+	p.free = append(p.free[:best], p.free[best+1:]...)
+	p.stats.Reuses++
+	return p.handOut(b, n), false, nil
 }
 
 func (p *Pool) handOut(b *Buffer, n int) *Buffer {
@@ -317,9 +341,19 @@ func (p *Pool) Put(b *Buffer, f Fence) error {
 		return p.release(b)
 	}
 	p.free = append(p.free, b)
-	close(p.wake)
-	p.wake = make(chan struct{})
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
 	return nil
+}
+
+// waker returns the channel the next Put closes. Called with p.mu held.
+func (p *Pool) waker() chan struct{} {
+	if p.wake == nil {
+		p.wake = make(chan struct{})
+	}
+	return p.wake
 }
 
 // release waits for b's fence and frees it. Called with p.mu held.
@@ -350,7 +384,10 @@ func (p *Pool) Close() error {
 		errs = append(errs, p.release(b))
 	}
 	p.free = nil
-	close(p.wake)
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
 	return errors.Join(errs...)
 }
 

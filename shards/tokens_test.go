@@ -3,15 +3,19 @@ package shards
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
 // tokenFile writes n tokens of size bytes (2 or 4), token i being
@@ -192,4 +196,78 @@ func TestTokensFillBatchMatchesFill(t *testing.T) {
 		}
 		require.NoError(t, d.Close())
 	}
+}
+
+// BenchmarkTokens loads shuffled token windows (context 1024, batch 32)
+// through the loader and, epoch by epoch in turn, copies the same windows
+// in the same order with a plain loop on as many goroutines (the limit):
+// from the file's mapping, as the dataset reads them, into one batch buffer
+// per goroutine. An iteration is a batch of each; the metrics are each
+// side's time a batch and the loader's throughput over the loop's (the
+// target is 0.8 or more).
+func BenchmarkTokens(b *testing.B) {
+	const ctx, batch = 1024, 32
+	path, _ := writeTokens(b, 1<<24, 2)
+	wbytes := 2 * (ctx + 1)
+	for _, workers := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			d, err := Tokens(path, TokenConfig{Context: ctx})
+			require.NoError(b, err)
+			defer d.Close()
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, SkipZero: true, WorldSize: 1, Backend: "cpu"})
+			require.NoError(b, err)
+			defer l.Close()
+			src := d.file.view(0, 2*d.NumTokens())
+			dsts := make([][]byte, max(workers, 1))
+			for i := range dsts {
+				dsts[i], err = pinned.CPU{}.HostAlloc(batch * wbytes)
+				require.NoError(b, err)
+			}
+			var loader, copied time.Duration
+			b.SetBytes(int64(2 * batch * wbytes))
+			b.ResetTimer()
+			for n, e := 0, 0; n < b.N; e++ {
+				start := time.Now()
+				m := 0
+				for _, err := range l.Epoch(context.Background(), e) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if m++; n+m == b.N {
+						break
+					}
+				}
+				loader += time.Since(start)
+				b.StopTimer()
+				order := engine.Shuffled{N: d.Len(), Seed: 1}.Order(e)
+				order = order[:min(m*batch, len(order))]
+				b.StartTimer()
+				start = time.Now()
+				copyWindows(dsts, src, order, ctx, batch)
+				copied += time.Since(start)
+				n += m
+			}
+			b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
+			b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
+			b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
+		})
+	}
+}
+
+// copyWindows copies the windows of order, batch by batch, from the
+// tokens src into dsts[g] on goroutine g, which copies batches g,
+// g+len(dsts), and so on.
+func copyWindows(dsts [][]byte, src []byte, order []int, ctx, batch int) {
+	var wg sync.WaitGroup
+	for g, dst := range dsts {
+		wg.Go(func() {
+			w := 2 * (ctx + 1)
+			for k := g * batch; k < len(order); k += len(dsts) * batch {
+				for j, idx := range order[k:min(k+batch, len(order))] {
+					copy(dst[j*w:(j+1)*w], src[2*idx*ctx:])
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
