@@ -278,9 +278,10 @@ AVX2 static void vpass_avx2(uint8_t *line, const uint8_t *mid, size_t ms, int nb
 /* ---- the horizontal pass as a vertical one ----
  *
  * Eight region rows at a time are transposed (8x8 blocks of RGBX words),
- * so each region column becomes a 32-byte row of 8 pixels; output column j
- * is then a weighted sum of whole 32-byte rows, computed like the vertical
- * pass, and the 8 results are transposed back into rows of mid. Same sums
+ * so each region column becomes a 32-byte row of 8 RGBX pixels, top to
+ * bottom; output column j is then a weighted sum of whole 32-byte rows,
+ * computed like the vertical pass (a shuffle takes each channel's 8 bytes
+ * to int32s), and the 8 results are transposed back into rows of mid. Same sums
  * as hpass_scalar, same bits; several times faster than gathering each
  * output pixel's taps. */
 
@@ -303,16 +304,8 @@ AVX2 static inline void tr8x8(__m256i r[8]) {
 	r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
-/* tr_planar turns a column of 8 RGBX pixels into R0..R7 G0..G7 B0..B7 X..X. */
-AVX2 static inline __m256i tr_planar(__m256i v) {
-	const __m256i order = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6,
-					       10, 14, 3, 7, 11, 15);
-	const __m256i lanes = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-	return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, order), lanes);
-}
-
 /* band holds 8 rows of w pixels, bs bytes apart. Column x goes to bt + 32x
- * as 8 reds, 8 greens, 8 blues and 8 unused bytes. */
+ * as 8 RGBX pixels, rows 0 to 7. */
 AVX2 static void band_transpose(uint8_t *bt, const uint8_t *band, size_t bs, int w) {
 	int x = 0;
 	for (; x + 8 <= w; x += 8) {
@@ -322,14 +315,12 @@ AVX2 static void band_transpose(uint8_t *bt, const uint8_t *band, size_t bs, int
 		}
 		tr8x8(r);
 		for (int k = 0; k < 8; k++) {
-			_mm256_storeu_si256((__m256i *)(bt + (size_t)(x + k) * 32), tr_planar(r[k]));
+			_mm256_store_si256((__m256i *)(bt + (size_t)(x + k) * 32), r[k]);
 		}
 	}
 	for (; x < w; x++) {
 		for (int i = 0; i < 8; i++) {
-			for (int c = 0; c < 3; c++) {
-				bt[(size_t)x * 32 + 8 * c + i] = band[i * bs + (size_t)x * 4 + c];
-			}
+			memcpy(bt + (size_t)x * 32 + 4 * i, band + i * bs + (size_t)x * 4, 4);
 		}
 	}
 }
@@ -339,6 +330,12 @@ AVX2 static void band_transpose(uint8_t *bt, const uint8_t *band, size_t bs, int
 AVX2 static void hcol_avx2(uint8_t *mt, const uint8_t *bt, const tb_plan *p) {
 	const __m256i half = _mm256_set1_epi32(HALF);
 	const __m256i lanes = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	/* channel c of the 8 pixels as int32, rows 0 to 7 */
+#define CH(c)                                                                                                                         \
+	_mm256_setr_epi8(c, -1, -1, -1, c + 4, -1, -1, -1, c + 8, -1, -1, -1, c + 12, -1, -1, -1, c, -1, -1, -1, c + 4, -1, -1, -1, c + 8, \
+			 -1, -1, -1, c + 12, -1, -1, -1)
+	const __m256i cr = CH(0), cg = CH(1), cb = CH(2);
+#undef CH
 	for (int j = 0; j < p->ow; j++) {
 		const uint8_t *s = bt + (size_t)p->hb[2 * j] * 32;
 		const int32_t *k = p->hk + (size_t)j * p->hks;
@@ -347,10 +344,9 @@ AVX2 static void hcol_avx2(uint8_t *mt, const uint8_t *bt, const tb_plan *p) {
 		for (int t = 0; t < n; t++) {
 			__m256i v = _mm256_load_si256((const __m256i *)(s + 32 * t));
 			__m256i kv = _mm256_set1_epi32(k[t]);
-			__m128i lo = _mm256_castsi256_si128(v);
-			ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(lo), kv));
-			ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), kv));
-			ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm256_extracti128_si256(v, 1)), kv));
+			ar = _mm256_add_epi32(ar, _mm256_mullo_epi32(_mm256_shuffle_epi8(v, cr), kv));
+			ag = _mm256_add_epi32(ag, _mm256_mullo_epi32(_mm256_shuffle_epi8(v, cg), kv));
+			ab = _mm256_add_epi32(ab, _mm256_mullo_epi32(_mm256_shuffle_epi8(v, cb), kv));
 		}
 		ar = _mm256_srai_epi32(ar, PRECISION_BITS);
 		ag = _mm256_srai_epi32(ag, PRECISION_BITS);

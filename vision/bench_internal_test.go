@@ -2,6 +2,8 @@ package vision
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tensorbatch/tensorbatch/collate"
@@ -53,4 +55,72 @@ func BenchmarkResampleTrain(b *testing.B) {
 
 func BenchmarkResampleEval(b *testing.B) {
 	benchResample(b, Eval(224).Geometry(500, 375, nil), 500, 375, Float32CHW)
+}
+
+// BenchmarkJPEGStages splits the libjpeg-turbo part of the train and eval
+// transforms over $TB_BENCH_IMAGES (or the test images): "full" decodes
+// the whole image (TurboJPEG's work), "region" only the plan's region
+// (what the transform decodes, without resampling), "huffman" skips to
+// the region's last row and decodes that one (about the entropy decoding
+// the transform cannot avoid).
+func BenchmarkJPEGStages(b *testing.B) {
+	_, lib, _ := jpegDecoder()
+	if lib == nil {
+		b.Skip("libjpeg-turbo not loaded")
+	}
+	var paths []string
+	if dir := os.Getenv("TB_BENCH_IMAGES"); dir != "" {
+		paths, _ = filepath.Glob(filepath.Join(dir, "*", "*.JPEG"))
+	} else {
+		paths, _ = filepath.Glob(filepath.Join("testdata", "*.jpg"))
+	}
+	var files [][]byte
+	var hds []jpegHeader
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := parseJPEG(data)
+		if err != nil || (h.comps != 1 && h.comps != 3) {
+			continue
+		}
+		files, hds = append(files, data), append(hds, h)
+	}
+	if len(files) == 0 {
+		b.Skip("no images")
+	}
+	var n native
+	if err := n.init(lib); err != nil {
+		b.Fatal(err)
+	}
+	defer n.close()
+	for _, tr := range []Transform{Train(224), Eval(224)} {
+		name := map[bool]string{true: "train", false: "eval"}[tr.Train]
+		for _, stage := range []string{"full", "region", "huffman"} {
+			b.Run(name+"/"+stage, func(b *testing.B) {
+				rng := newRand(1)
+				var pl plan
+				var buf []byte
+				i := 0
+				for b.Loop() {
+					data, h := files[i%len(files)], hds[i%len(files)]
+					i++
+					pl.build(tr.Geometry(h.w, h.h, rng), &tr, 1, h.w, h.h)
+					switch stage {
+					case "full":
+						pl.x0, pl.y0, pl.x1, pl.y1 = 0, 0, h.w, h.h
+					case "huffman":
+						pl.y0 = pl.y1 - 1
+					}
+					stride := (pl.x1 - pl.x0) * 4
+					buf = grow(buf, stride*(pl.y1-pl.y0))
+					if err := n.jpegRegion(data, h, jpegOpts{denom: 1}, &pl, buf, stride); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "us/image")
+			})
+		}
+	}
 }

@@ -183,9 +183,27 @@ type scratch struct {
 	path   []byte // NUL-terminated, for the system call
 	data   []byte
 	pl     plan
+	plKey  planKey // what pl was built for (the transform is the dataset's)
 	region []byte
 	gs     goScratch
 	n      native
+}
+
+// planKey is what a plan is built from, besides the transform.
+type planKey struct {
+	g             Geometry
+	denom, sw, sh int
+}
+
+// build builds sc.pl, or keeps it where the last image had the same
+// geometry (evaluation, on images of one size).
+func (sc *scratch) build(g Geometry, t *Transform, denom, sw, sh int) {
+	k := planKey{g, denom, sw, sh}
+	if sc.plKey == k {
+		return
+	}
+	sc.pl.build(g, t, denom, sw, sh)
+	sc.plKey = k
 }
 
 func (d *Dataset) get() (*scratch, error) {
@@ -248,7 +266,7 @@ func (d *Dataset) decode(sc *scratch, data []byte, geom func(w, h int) Geometry,
 				o.denom = dctDenom(g)
 			}
 			sw, sh := ceilDiv(h.w, o.denom), ceilDiv(h.h, o.denom)
-			sc.pl.build(g, t, o.denom, sw, sh)
+			sc.build(g, t, o.denom, sw, sh)
 			if path != collate.PathGo {
 				return sc.n.jpeg(path, data, h, o, &sc.pl, dst)
 			}
@@ -268,7 +286,7 @@ func (d *Dataset) decode(sc *scratch, data []byte, geom func(w, h int) Geometry,
 	}
 	b := img.Bounds()
 	g := geom(b.Dx(), b.Dy())
-	sc.pl.build(g, t, 1, b.Dx(), b.Dy())
+	sc.build(g, t, 1, b.Dx(), b.Dy())
 	stride := (sc.pl.x1 - sc.pl.x0) * 4
 	sc.region = grow(sc.region, stride*(sc.pl.y1-sc.pl.y0))
 	toRGBX(sc.region, stride, img, sc.pl.x0, sc.pl.y0, sc.pl.x1, sc.pl.y1)
