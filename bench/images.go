@@ -222,7 +222,7 @@ func (ib *imageBench) perCore(ds *vision.Dataset, rounds int, ours bool) error {
 		rate       func() (float64, error) // the peer: a whole process
 	}
 	var ms []measure
-	turbo, err := openTurbo()
+	turbo, err := openTurbo(blobs)
 	if err != nil {
 		ib.rates = append(ib.rates, imageRate{Name: "TurboJPEG decode only (C)", Note: err.Error()})
 	} else {

@@ -6,7 +6,7 @@ import "errors"
 
 type turbo struct{}
 
-func openTurbo() (*turbo, error) { return nil, errors.New("built without cgo: no TurboJPEG") }
+func openTurbo([][]byte) (*turbo, error) { return nil, errors.New("built without cgo: no TurboJPEG") }
 
 func (t *turbo) decode([][]byte) error { return nil }
 
