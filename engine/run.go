@@ -595,7 +595,7 @@ func (r *run) take(k int) (*Batch, error) {
 			return &Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
 				stream: p.stream, longest: p.longest, inLoop: true}, nil
 		}
-		if len(r.workers) > 0 && r.tune.active < r.procs && time.Since(start) < spinWait {
+		if len(r.workers) > 0 && time.Since(start) < spinWait {
 			n := r.done.Load()
 			r.mu.Unlock()
 			r.spin(start, n)
@@ -616,9 +616,10 @@ func (r *run) take(k int) (*Batch, error) {
 	}
 }
 
-// spinWait is how long the consumer waits for a batch without sleeping,
-// when a P is free of workers for it: its sleep and wake-up would cost a
-// futex call on each side, for every batch.
+// spinWait is how long the consumer waits for a batch without sleeping:
+// its sleep and wake-up would cost a futex call on each side, for every
+// batch, and leave a P idle in between. It yields as it spins, so with a
+// worker on every P it runs only between their samples.
 const spinWait = 50 * time.Microsecond
 
 // spin waits, yielding its P to anything runnable, until a batch completes
