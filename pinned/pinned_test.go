@@ -110,6 +110,32 @@ func TestPoolReusesOnlyAfterTheFence(t *testing.T) {
 	assert.ErrorIs(t, err, pinned.ErrClosed)
 }
 
+func TestPoolTryGetNeverWaitsNorAllocates(t *testing.T) {
+	be := &counting{}
+	p := pinned.NewPool(be, 0)
+	ctx := context.Background()
+	assert.Nil(t, p.TryGet(100), "nothing cached: no allocation")
+	a, err := p.Get(ctx, 1000)
+	require.NoError(t, err)
+	f := &fence{}
+	require.NoError(t, p.Put(a, f))
+	assert.Nil(t, p.TryGet(900), "the only buffer that fits is still fenced")
+	assert.Nil(t, p.TryGet(2000), "none fits")
+	f.done.Store(true)
+	b := p.TryGet(900)
+	require.True(t, a == b, "the completed buffer is handed out")
+	assert.Len(t, b.Bytes(), 900)
+	assert.Nil(t, p.TryGet(0))
+	st := p.Stats()
+	assert.Equal(t, int64(1), st.Allocs)
+	assert.Equal(t, int64(1), st.Reuses)
+	assert.Zero(t, st.Waits)
+	require.NoError(t, p.Put(b, nil))
+	require.NoError(t, p.Close())
+	assert.Nil(t, p.TryGet(10), "closed")
+	assert.Zero(t, be.live.Load(), "pinned memory leaked")
+}
+
 func TestPoolLimitIsBackpressure(t *testing.T) {
 	be := &counting{}
 	p := pinned.NewPool(be, 8192)
