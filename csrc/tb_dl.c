@@ -58,3 +58,23 @@ void *tb_dl_sym(void *lib, const char *name) { return dlsym(lib, name); }
 
 void tb_dl_close(void *lib) { dlclose(lib); }
 #endif
+
+void *tb_dl_load(const char *path, const tb_dl_symbol *syms, size_t n, void *table, char *err, size_t errlen) {
+	void *lib = tb_dl_open(path, err, errlen);
+	if (lib == NULL) {
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		void *sym = tb_dl_sym(lib, syms[i].name);
+		if (sym == NULL) {
+			snprintf(err, errlen, "%s: symbol %s not found", path, syms[i].name);
+			tb_dl_close(lib);
+			return NULL;
+		}
+		/* POSIX guarantees that a data pointer from dlsym converts to a
+		 * function pointer (GetProcAddress returns one); every field of
+		 * the table is a function pointer. */
+		memcpy((char *)table + syms[i].offset, &sym, sizeof sym);
+	}
+	return lib;
+}

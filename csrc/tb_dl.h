@@ -16,4 +16,16 @@ void *tb_dl_sym(void *lib, const char *name);
 
 void tb_dl_close(void *lib);
 
+/* A function of a library's API: its name there, and where its address
+ * goes in a table of function pointers. */
+typedef struct {
+	const char *name;
+	size_t offset;
+} tb_dl_symbol;
+
+/* Opens the library at path and stores the address of each of the n
+ * symbols at its offset in table. Returns the library, or NULL with the
+ * reason in err (a missing symbol names itself; nothing stays open). */
+void *tb_dl_load(const char *path, const tb_dl_symbol *syms, size_t n, void *table, char *err, size_t errlen);
+
 #endif

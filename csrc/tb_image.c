@@ -81,12 +81,7 @@ static int grow(void **p, size_t *cap, size_t n) {
 
 /* ---- loading libjpeg ---- */
 
-typedef struct {
-	const char *name;
-	size_t offset;
-} tb_jpeg_symbol;
-
-static const tb_jpeg_symbol tb_jpeg_symbols[] = {
+static const tb_dl_symbol tb_jpeg_symbols[] = {
 #define TB_SYM(field, sym, ret, params) {#sym, offsetof(tb_jpeg_lib, field)},
 	TB_JPEG_API(TB_SYM)
 #undef TB_SYM
@@ -94,19 +89,10 @@ static const tb_jpeg_symbol tb_jpeg_symbols[] = {
 
 int tb_jpeg_open(tb_jpeg_lib *lib, const char *path, char *err, size_t errlen) {
 	memset(lib, 0, sizeof *lib);
-	void *h = tb_dl_open(path, err, errlen);
+	void *h = tb_dl_load(path, tb_jpeg_symbols, sizeof tb_jpeg_symbols / sizeof tb_jpeg_symbols[0], lib, err, errlen);
 	if (h == NULL) {
+		memset(lib, 0, sizeof *lib);
 		return -1;
-	}
-	for (size_t i = 0; i < sizeof tb_jpeg_symbols / sizeof tb_jpeg_symbols[0]; i++) {
-		void *sym = tb_dl_sym(h, tb_jpeg_symbols[i].name);
-		if (sym == NULL) {
-			snprintf(err, errlen, "%s: symbol %s not found", path, tb_jpeg_symbols[i].name);
-			tb_dl_close(h);
-			memset(lib, 0, sizeof *lib);
-			return -1;
-		}
-		memcpy((char *)lib + tb_jpeg_symbols[i].offset, &sym, sizeof sym);
 	}
 	lib->lib = h;
 	return 0;

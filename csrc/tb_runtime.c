@@ -5,18 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-	const char *cuda, *hip;
-	size_t offset; /* of the field in tb_runtime */
-} tb_symbol;
-
-static const tb_symbol tb_symbols[] = {
-#define TB_SYM(field, cuda, hip, params) {#cuda, #hip, offsetof(tb_runtime, field)},
+/* The API by its CUDA names and by its HIP names: the same fields. */
+static const tb_dl_symbol tb_cuda_symbols[] = {
+#define TB_SYM(field, cuda, hip, params) {#cuda, offsetof(tb_runtime, field)},
 	TB_RUNTIME_API(TB_SYM) TB_RUNTIME_STR_API(TB_SYM)
 #undef TB_SYM
 };
 
-int tb_runtime_symbols(void) { return (int)(sizeof tb_symbols / sizeof tb_symbols[0]); }
+static const tb_dl_symbol tb_hip_symbols[] = {
+#define TB_SYM(field, cuda, hip, params) {#hip, offsetof(tb_runtime, field)},
+	TB_RUNTIME_API(TB_SYM) TB_RUNTIME_STR_API(TB_SYM)
+#undef TB_SYM
+};
+
+int tb_runtime_symbols(void) { return (int)(sizeof tb_cuda_symbols / sizeof tb_cuda_symbols[0]); }
 
 int tb_runtime_open(tb_runtime *rt, int kind, const char *path, char *err, size_t errlen) {
 	memset(rt, 0, sizeof *rt);
@@ -24,23 +26,11 @@ int tb_runtime_open(tb_runtime *rt, int kind, const char *path, char *err, size_
 		snprintf(err, errlen, "unknown runtime kind %d", kind);
 		return -1;
 	}
-	void *lib = tb_dl_open(path, err, errlen);
+	const tb_dl_symbol *syms = kind == TB_KIND_CUDA ? tb_cuda_symbols : tb_hip_symbols;
+	void *lib = tb_dl_load(path, syms, (size_t)tb_runtime_symbols(), rt, err, errlen);
 	if (lib == NULL) {
+		memset(rt, 0, sizeof *rt);
 		return -1;
-	}
-	for (int i = 0; i < tb_runtime_symbols(); i++) {
-		const char *name = kind == TB_KIND_CUDA ? tb_symbols[i].cuda : tb_symbols[i].hip;
-		void *sym = tb_dl_sym(lib, name);
-		if (sym == NULL) {
-			snprintf(err, errlen, "%s: symbol %s not found", path, name);
-			tb_dl_close(lib);
-			memset(rt, 0, sizeof *rt);
-			return -1;
-		}
-		/* POSIX guarantees that a data pointer from dlsym converts to a
-		 * function pointer (GetProcAddress returns one); every field is a
-		 * function pointer. */
-		memcpy((char *)rt + tb_symbols[i].offset, &sym, sizeof sym);
 	}
 	rt->kind = kind;
 	rt->lib = lib;

@@ -7,12 +7,7 @@
 
 #include "tb_dl.h"
 
-typedef struct {
-	const char *name;
-	size_t offset;
-} tb_turbo_symbol;
-
-static const tb_turbo_symbol tb_turbo_symbols[] = {
+static const tb_dl_symbol tb_turbo_symbols[] = {
 #define TB_SYM(field, sym, ret, params) {#sym, offsetof(tb_turbo, field)},
 	TB_TURBO_API(TB_SYM)
 #undef TB_SYM
@@ -20,19 +15,10 @@ static const tb_turbo_symbol tb_turbo_symbols[] = {
 
 int tb_turbo_open(tb_turbo *t, const char *path, char *err, size_t errlen) {
 	memset(t, 0, sizeof *t);
-	void *h = tb_dl_open(path, err, errlen);
+	void *h = tb_dl_load(path, tb_turbo_symbols, sizeof tb_turbo_symbols / sizeof tb_turbo_symbols[0], t, err, errlen);
 	if (h == NULL) {
+		memset(t, 0, sizeof *t);
 		return -1;
-	}
-	for (size_t i = 0; i < sizeof tb_turbo_symbols / sizeof tb_turbo_symbols[0]; i++) {
-		void *sym = tb_dl_sym(h, tb_turbo_symbols[i].name);
-		if (sym == NULL) {
-			snprintf(err, errlen, "%s: symbol %s not found", path, tb_turbo_symbols[i].name);
-			tb_dl_close(h);
-			memset(t, 0, sizeof *t);
-			return -1;
-		}
-		memcpy((char *)t + tb_turbo_symbols[i].offset, &sym, sizeof sym);
 	}
 	t->lib = h;
 	return 0;
