@@ -9,18 +9,7 @@
 #include "tb_kernels.h"
 #include "tb_runtime.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                                   \
-		checks++;                                                          \
-		if (!(cond)) {                                                     \
-			failures++;                                                    \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static void test_open_errors(void) {
 	tb_runtime rt;
@@ -439,6 +428,5 @@ int main(void) {
 	test_devices(fake);
 	test_kernels();
 	test_kernel_bounds();
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures != 0;
+	return check_report();
 }

@@ -11,18 +11,7 @@
 #include "tb_kernels.h"
 #include "tb_turbo.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                                   \
-		checks++;                                                          \
-		if (!(cond)) {                                                     \
-			failures++;                                                    \
-			fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static uint8_t *slurp(const char *dir, const char *name, size_t *n) {
 	char path[1024];
@@ -232,7 +221,5 @@ int main(void) {
 	test_resample();
 	test_open_errors();
 	test_jpeg(lib ? lib : "libjpeg.so.62", dir ? dir : "vision/testdata");
-	printf("image_ctest: %d checks, %d failures\n", checks, failures);
-	printf("%d passed, %d failed\n", checks - failures, failures);
-	return failures != 0;
+	return check_report();
 }
