@@ -50,11 +50,11 @@ ctest: bin/ctest bin/libfakecudart.so bin/ctest-image
 
 # The image kernels (vision's C side) with the real libjpeg-turbo.
 IMAGE_C = csrc/tb_image.c csrc/tb_dl.c csrc/tb_turbo.c csrc/tb_kernels.c
-bin/ctest-image: csrc/ctest/image_ctest.c csrc/ctest/check.h $(IMAGE_C) csrc/tb_image.h csrc/tb_jpeg.h csrc/tb_dl.h csrc/tb_turbo.h csrc/tb_kernels.h
+bin/ctest-image: csrc/ctest/image_ctest.c csrc/ctest/check.h $(IMAGE_C) csrc/tb_image.h csrc/tb_jpeg.h csrc/tb_dl.h csrc/tb_turbo.h csrc/tb_kernels.h csrc/tb_simd.h
 	@mkdir -p bin
 	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/image_ctest.c $(IMAGE_C) -ldl -lm
 
-bin/ctest: csrc/ctest/ctest.c csrc/ctest/check.h csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_dl.c csrc/tb_dl.h csrc/tb_kernels.c csrc/tb_kernels.h
+bin/ctest: csrc/ctest/ctest.c csrc/ctest/check.h csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_dl.c csrc/tb_dl.h csrc/tb_kernels.c csrc/tb_kernels.h csrc/tb_simd.h
 	@mkdir -p bin
 	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_dl.c csrc/tb_kernels.c -ldl -lpthread -lm
 

@@ -1,12 +1,6 @@
 //go:build cgo
 
-/* No contraction into FMA: the float outputs must equal vision's Go
- * reference bit for bit (see tb_kernels.c). */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tb_simd.h"
 
 #include "tb_image.h"
 
@@ -18,12 +12,6 @@
 
 #include "tb_dl.h"
 #include "tb_kernels.h"
-
-#if defined(__x86_64__) && !defined(TB_NO_SIMD)
-#define TB_X86 1
-#include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,f16c")))
-#endif
 
 /* Pillow's fixed point: 22 fractional bits, rounding by adding half. */
 #define PRECISION_BITS 22

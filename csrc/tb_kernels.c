@@ -1,28 +1,9 @@
-/* Floating point is never contracted into FMA, which rounds once where the
- * Go reference rounds twice, whatever the compiler and its defaults (GCC's
- * GNU modes and clang contract; GCC's target("avx512f") enables FMA). The
- * flag that says so, -ffp-contract=off, is not on cgo's allowlist for
- * #cgo CFLAGS, so these pragmas say it for every build of this file. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "tb_simd.h"
 
 #include "tb_kernels.h"
 
 #include <math.h>
 #include <string.h>
-
-/* The SIMD paths are x86-64 only; elsewhere (arm64, or -DTB_NO_SIMD, which
- * make lint uses to compile-check that build) every path runs the
- * baseline code, and package collate offers only go and scalar. */
-#if defined(__x86_64__) && !defined(TB_NO_SIMD)
-#define TB_X86 1
-#include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
-#endif
 
 static inline uint32_t f32bits(float f) {
 	uint32_t u;
