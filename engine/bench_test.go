@@ -124,3 +124,12 @@ func BenchmarkBatchOverhead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShuffledOrder draws an ImageNet-sized epoch order, which the
+// loader does at every epoch's start.
+func BenchmarkShuffledOrder(b *testing.B) {
+	s := engine.Shuffled{N: 1281167, Seed: 1}
+	for b.Loop() {
+		_ = s.Order(1)
+	}
+}

@@ -163,11 +163,11 @@ func RandomSplit(ds Dataset, seed uint64, sizes ...float64) ([]Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: RandomSplit: %w", err)
 	}
-	perm := rand.New(rand.NewPCG(seed, 0x53504c4954)).Perm(ds.Len()) // "SPLIT"
+	order := perm(rand.New(rand.NewPCG(seed, 0x53504c4954)), make([]int, ds.Len())) // "SPLIT"
 	out := make([]Dataset, len(counts))
 	for k, c := range counts {
-		out[k] = &subsetDataset{ds: ds, idx: perm[:c:c]}
-		perm = perm[c:]
+		out[k] = &subsetDataset{ds: ds, idx: order[:c:c]}
+		order = order[c:]
 	}
 	return out, nil
 }

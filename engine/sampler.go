@@ -71,14 +71,29 @@ func (s Shuffled) Order(epoch int) []int {
 	mustValidate(s.Validate())
 	r := rand.New(rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646)))
 	if s.NumSamples == 0 || s.NumSamples == s.N {
-		return r.Perm(s.N)
+		return perm(r, make([]int, s.N))
 	}
 	out := make([]int, 0, s.NumSamples)
+	p := make([]int, s.N)
 	for len(out) < s.NumSamples {
-		p := r.Perm(s.N)
-		out = append(out, p[:min(len(p), s.NumSamples-len(out))]...)
+		out = append(out, perm(r, p)[:min(len(p), s.NumSamples-len(out))]...)
 	}
 	return out
+}
+
+// perm fills p with a permutation of 0..len(p)-1 drawn from r and returns
+// it: the same permutation as r.Perm(len(p)) (Fisher-Yates from the end,
+// TestPermIsRandPerm), about twice as fast, with no swap callback and no
+// allocation.
+func perm(r *rand.Rand, p []int) []int {
+	for i := range p {
+		p[i] = i
+	}
+	for i := len(p) - 1; i > 0; i-- {
+		j := int(r.Uint64N(uint64(i + 1)))
+		p[i], p[j] = p[j], p[i]
+	}
+	return p
 }
 
 // Batched cuts a Sampler's order into batches of Size; the last one is
