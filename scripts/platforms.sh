@@ -2,7 +2,7 @@
 # Runs the tests of some packages as another platform, on this linux/amd64
 # machine, with cgo on:
 #
-#   scripts/platforms.sh windows|arm64 [-run REGEXP] PKG...
+#   scripts/platforms.sh windows|arm64 [-run REGEXP] [-skip REGEXP] PKG...
 #
 #   windows  built with mingw-w64 (gcc-mingw-w64-x86-64), run under wine64
 #   arm64    built with gcc-aarch64-linux-gnu, run under qemu-aarch64
@@ -15,11 +15,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-target=${1:?usage: $0 windows|arm64 [-run REGEXP] PKG...}
+target=${1:?usage: $0 windows|arm64 [-run REGEXP] [-skip REGEXP] PKG...}
 shift
-run=.
+run=. skip=
 if [ "${1:-}" = -run ]; then
 	run=$2
+	shift 2
+fi
+if [ "${1:-}" = -skip ]; then
+	skip=$2
 	shift 2
 fi
 out=$PWD/bin/$target
@@ -68,7 +72,7 @@ for pkg in "$@"; do
 	start=$SECONDS
 	# A test binary runs in its package's folder, as go test runs it.
 	# timeout: a binary that hangs at exit under emulation still ends.
-	if (cd "$pkg" && TB_FAKE_CUDART=$fake timeout -k 10 600 "${runner[@]}" "$out/$name.test$ext" -test.run "$run" -test.timeout 9m); then
+	if (cd "$pkg" && TB_FAKE_CUDART=$fake timeout -k 10 600 "${runner[@]}" "$out/$name.test$ext" -test.run "$run" -test.skip "$skip" -test.timeout 9m); then
 		echo "platforms: $target: ok   $name ($((SECONDS - start))s)"
 	else
 		echo "platforms: $target: FAIL $name ($((SECONDS - start))s)"

@@ -63,7 +63,7 @@ func TestImageFolderFollowsTorchvision(t *testing.T) {
 	for _, s := range ds.Samples() {
 		rel, err := filepath.Rel(root, s.Path)
 		require.NoError(t, err)
-		got = append(got, rel+":"+string(rune('0'+s.Label)))
+		got = append(got, filepath.ToSlash(rel)+":"+string(rune('0'+s.Label)))
 	}
 	want := []string{"Upper/q.Jpg:0", "a/1.png:1", "a/z/9.bmp:1", "a/zz/0.jpg:1",
 		"b/.hidden.jpg:2", "b/A.JPEG:2", "b/x.jpg:2", "b/sub/a.webp:2", "b/sub/z/y.png:2"}
