@@ -117,7 +117,7 @@ test-windows:
 	scripts/platforms.sh windows -skip '$(VISION_WINE_SKIP)' ./vision
 
 test-arm64:
-	scripts/platforms.sh arm64 $(PLATFORM_PKGS) ./vision
+	scripts/platforms.sh arm64 $(PLATFORM_PKGS) ./vision ./shards
 
 clean:
 	rm -rf bin bench/results
