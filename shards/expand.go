@@ -15,6 +15,7 @@ const maxExpand = 1 << 22
 //	train-{0000..0003}.tar    train-0000.tar ... train-0003.tar (zero-padded to the wider bound)
 //	{train,val}-{0..1}.tar    train-0.tar train-1.tar val-0.tar val-1.tar (leftmost group varies slowest)
 //	{a,b{1..2}}.tar           a.tar b1.tar b2.tar (groups nest)
+//	part-{0..10..5}-{a..c}    part-0-a ... part-10-c (a step; letters)
 //
 // A range counts down when its first bound is the larger. A pattern
 // without braces is itself. Unbalanced braces, and a group that is neither
@@ -93,32 +94,49 @@ func expand(s string, base int) ([]string, error) {
 	return out, nil
 }
 
-// expandRange expands the inside of a group "a..b" with integer bounds;
-// ok is false when g is not of that form.
+// expandRange expands the inside of a group "a..b" or "a..b..step",
+// whose bounds are both integers or both single letters; ok is false when
+// g is not of that form. The step's sign is ignored and 0 means 1, as
+// braceexpand and bash have it: the bounds give the direction.
 func expandRange(g string) (out []string, ok bool, err error) {
-	lo, hi, found := strings.Cut(g, "..")
-	if !found {
+	parts := strings.Split(g, "..")
+	if len(parts) != 2 && len(parts) != 3 {
 		return nil, false, nil
+	}
+	lo, hi := parts[0], parts[1]
+	step := 1
+	if len(parts) == 3 {
+		if step, err = strconv.Atoi(parts[2]); err != nil {
+			return nil, false, nil
+		}
+		step = max(step, -step, 1)
 	}
 	a, err1 := strconv.Atoi(lo)
 	b, err2 := strconv.Atoi(hi)
-	if err1 != nil || err2 != nil {
+	letters := err1 != nil && len(lo) == 1 && len(hi) == 1 && isLetter(lo[0]) && isLetter(hi[0])
+	if letters {
+		a, b = int(lo[0]), int(hi[0])
+	} else if err1 != nil || err2 != nil {
 		return nil, false, nil
 	}
 	width := 0
-	if padded(lo) || padded(hi) {
+	if !letters && (padded(lo) || padded(hi)) {
 		width = max(len(lo), len(hi))
 	}
 	n := b - a
-	step := 1
 	if n < 0 {
-		n, step = -n, -1
+		n, step = -n, -step
 	}
+	n /= max(step, -step)
 	if n >= maxExpand {
 		return nil, true, fmt.Errorf("range %q has more than %d names", g, maxExpand)
 	}
 	out = make([]string, 0, n+1)
 	for i, v := 0, a; i <= n; i, v = i+1, v+step {
+		if letters {
+			out = append(out, string(rune(v)))
+			continue
+		}
 		s := strconv.Itoa(v)
 		if width > 0 {
 			neg := v < 0
@@ -140,6 +158,8 @@ func expandRange(g string) (out []string, ok bool, err error) {
 	}
 	return out, true, nil
 }
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // padded reports whether a bound has a leading zero ("007", "-07").
 func padded(s string) bool {

@@ -23,6 +23,16 @@ func TestExpand(t *testing.T) {
 		{"s3://b/{train,val{1..2}}.tar", []string{"s3://b/train.tar", "s3://b/val1.tar", "s3://b/val2.tar"}},
 		{"{a,,b}", []string{"a", "", "b"}},
 		{"x{0..0}y", []string{"x0y"}},
+		// Steps and letters, as braceexpand and bash expand them: the
+		// step's sign is ignored, 0 means 1, the bounds give the direction.
+		{"p-{0..10..5}", []string{"p-0", "p-5", "p-10"}},
+		{"p-{00..10..5}", []string{"p-00", "p-05", "p-10"}},
+		{"{10..1..-4}", []string{"10", "6", "2"}},
+		{"{1..3..0}", []string{"1", "2", "3"}},
+		{"{-3..3..3}", []string{"-3", "0", "3"}},
+		{"{a..c}.tar", []string{"a.tar", "b.tar", "c.tar"}},
+		{"{e..a..2}", []string{"e", "c", "a"}},
+		{"{Y..b}", []string{"Y", "Z", "[", "\\", "]", "^", "_", "`", "a", "b"}},
 	} {
 		got, err := Expand(tc.pattern)
 		require.NoError(t, err, tc.pattern)
@@ -39,6 +49,10 @@ func TestExpandErrors(t *testing.T) {
 		"{a,{b}":        "unmatched { at byte 0",
 		"{a,b}{c,{d}}":  `group "{d}" at byte 8`,
 		"{0..99999999}": "more than",
+		"{0..2..x}":     `group "{0..2..x}" at byte 0 is neither`,
+		"{a..2}":        `group "{a..2}" at byte 0 is neither`,
+		"{ab..c}":       `group "{ab..c}" at byte 0 is neither`,
+		"{1..2..3..4}":  `group "{1..2..3..4}" at byte 0 is neither`,
 	} {
 		_, err := Expand(pattern)
 		require.Error(t, err, pattern)
