@@ -84,7 +84,8 @@ soak:
 # and linux/arm64 (gcc-aarch64-linux-gnu, qemu-user) run the test binaries
 # of PLATFORM_PKGS emulated (scripts/platforms.sh). make test runs the quick
 # set: no-cgo tests but the bench harness's, the core vetted for macOS, and
-# the platform digests plus a fake-GPU loader test under wine and qemu.
+# the platform digests plus a fake-GPU loader test under wine and qemu, and
+# vision's kernels and goldens there.
 PLATFORM_PKGS = ./csrc ./collate ./pinned ./engine
 # vision runs on both too; under wine without the tests whose t.TempDir
 # holds files: Go's os.RemoveAll asks for FileDispositionInformationEx,
@@ -92,6 +93,7 @@ PLATFORM_PKGS = ./csrc ./collate ./pinned ./engine
 # and later do.
 VISION_WINE_SKIP = TestFashionPNGFolder|TestImageFolderFollowsTorchvision|TestImageFolderErrors|TestBadFilesAreSampleErrors|TestPixelLimitBeforeAllocation|TestFileList|TestBatchesIdenticalForAnyWorkers
 PLATFORM_QUICK = TestPlatformDigests|TestDeviceCopiesMatchTheHostBatch
+VISION_QUICK = TestKernelsMatchGoReference|TestGolden
 .PHONY: test-platforms test-platforms-quick test-nocgo test-darwin test-windows test-arm64
 test-platforms: test-nocgo test-darwin test-windows test-arm64
 
@@ -101,6 +103,8 @@ test-platforms-quick:
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(PLATFORM_PKGS)
 	scripts/platforms.sh windows -run '$(PLATFORM_QUICK)' ./engine
 	scripts/platforms.sh arm64 -run '$(PLATFORM_QUICK)' ./engine
+	scripts/platforms.sh windows -run '$(VISION_QUICK)' ./vision
+	scripts/platforms.sh arm64 -run '$(VISION_QUICK)' ./vision
 
 test-nocgo:
 	CGO_ENABLED=0 $(GO) vet ./...
