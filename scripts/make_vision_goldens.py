@@ -7,8 +7,10 @@ python3-pil and python3-torchvision (run with /usr/bin/python3).
 Writes small images cut from the photos of Debian's mate-backgrounds, in
 every layout vision must read as PIL's convert("RGB") does (JPEG 4:2:0,
 4:2:2, 4:4:4, grayscale, CMYK, progressive; PNG RGB, RGBA, palette with and
-without transparency, grayscale 8 and 16 bits, RGB 16 bits, gray+alpha),
-and for each a few geometries: torchvision's eval transform
+without transparency, grayscale 8 and 16 bits (and 16 with a transparent
+value), RGB 16 bits, gray+alpha; the rest of torchvision's IMG_EXTENSIONS:
+WebP lossy, lossy with alpha and lossless, BMP, TIFF, PPM and PGM, raw and
+plain, 8 and 16 bits, and PBM), and for each a few geometries: torchvision's eval transform
 (Resize + CenterCrop) and RandomResizedCrop boxes (resized_crop, then
 hflip). Each golden is the uint8 HWC output of torchvision's PIL path,
 before ToTensor; one float32 golden checks ToTensor + Normalize.
@@ -42,13 +44,48 @@ def photo(name, w, h):
     return im.crop(box).resize((w, h), Image.BILINEAR)
 
 
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+
+
+def png16_gray_trns(path, im):
+    """A 16-bit grayscale PNG with a transparent value (PIL cannot write
+    one): samples v*3, the top row transparent."""
+    a = np.asarray(im.convert("L"), dtype=np.uint16) * 3
+    a[0, :] = 300
+    raw = b"".join(b"\x00" + a[y].astype(">u2").tobytes() for y in range(a.shape[0]))
+    ihdr = struct.pack(">IIBBBBB", a.shape[1], a.shape[0], 16, 0, 0, 0, 0)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"tRNS", struct.pack(">H", 300)) +
+                chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+def plain_pnm(path, im, magic, maxval):
+    """A plain (ASCII) Netpbm file, with comments, samples scaled to maxval."""
+    a = np.asarray(im, dtype=np.uint32)
+    if magic == "P1":
+        vals = (a < 128).astype(np.uint32)  # 1 is black
+        head = "P1\n# a comment\n%d %d\n" % im.size
+    else:
+        vals = a * maxval // 255
+        head = "%s\n%d %d # size\n%d\n" % (magic, im.size[0], im.size[1], maxval)
+    body = "\n".join(" ".join(str(v) for v in row.ravel()) for row in vals)
+    with open(path, "w") as f:
+        f.write(head + body + "\n")
+
+
+def raw_pnm16(path, im, magic, maxval):
+    """A raw Netpbm file of 16-bit samples scaled to maxval."""
+    a = (np.asarray(im, dtype=np.uint32) * maxval // 255).astype(">u2")
+    with open(path, "wb") as f:
+        f.write(b"%s\n%d %d\n%d\n" % (magic.encode(), im.size[0], im.size[1], maxval) + a.tobytes())
+
+
 def png16_rgb(path, im):
     """A 16-bit RGB PNG (PIL cannot write one): samples v*257 + (x % 7)."""
     a = np.asarray(im, dtype=np.uint16) * 257
     a = a + (np.arange(a.shape[1], dtype=np.uint16)[None, :, None] % 7)
     raw = b"".join(b"\x00" + a[y].astype(">u2").tobytes() for y in range(a.shape[0]))
-    def chunk(t, d):
-        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
     ihdr = struct.pack(">IIBBBBB", a.shape[1], a.shape[0], 16, 2, 0, 0, 0)
     with open(path, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
@@ -80,6 +117,30 @@ def make_images(out):
     png16_rgb(os.path.join(out, "rgb16.png"), photo("Garden.jpg", 72, 54))
     files.append("rgb16.png")
     save("gray_alpha.png", photo("Dune.jpg", 60, 60).convert("LA"))
+    # The rest of IMG_EXTENSIONS. Odd sizes: libwebp's chroma upsampling
+    # has edge cases at the last row and column.
+    save("lossy_odd.webp", photo("Garden.jpg", 67, 45), quality=80)
+    wa = photo("FreshFlower.jpg", 50, 41).convert("RGBA")
+    wa.putalpha(Image.linear_gradient("L").resize((50, 41)))
+    save("lossy_alpha.webp", wa, quality=90)
+    save("lossless.webp", photo("Wood.jpg", 40, 30), lossless=True)
+    save("rgb.bmp", photo("LadyBird.jpg", 41, 30))
+    save("rgb.tif", photo("Blinds.jpg", 40, 33))
+    save("rgb.ppm", photo("Aqua.jpg", 43, 30))
+    save("gray.pgm", photo("Storm.jpg", 40, 31).convert("L"))
+    save("bitmap.pbm", photo("Dune.jpg", 45, 30).convert("1"))
+    gray16 = Image.fromarray(np.asarray(photo("RainDrops.jpg", 40, 30).convert("L"), dtype=np.int32) * 2, mode="I")
+    save("gray16.pgm", gray16)  # maxval 65535
+    raw_pnm16(os.path.join(out, "rgb1000.ppm"), photo("TwoWings.jpg", 37, 29), "P6", 1000)
+    files.append("rgb1000.ppm")
+    plain_pnm(os.path.join(out, "plain100.ppm"), photo("GreenMeadow.jpg", 35, 27), "P3", 100)
+    files.append("plain100.ppm")
+    plain_pnm(os.path.join(out, "plain1000.pgm"), photo("YellowFlower.jpg", 33, 25).convert("L"), "P2", 1000)
+    files.append("plain1000.pgm")
+    plain_pnm(os.path.join(out, "plain.pbm"), photo("Garden.jpg", 31, 23).convert("L"), "P1", 1)
+    files.append("plain.pbm")
+    png16_gray_trns(os.path.join(out, "gray16_trns.png"), photo("Storm.jpg", 44, 30))
+    files.append("gray16_trns.png")
     return files
 
 
@@ -110,6 +171,7 @@ def main():
             a = np.asarray(r, dtype=np.uint8)
             assert a.shape == (SIZE, SIZE, 3), a.shape
             g["file"] = name
+            g["width"], g["height"] = W, H
             g["golden"] = "golden/%s.%d.u8" % (name, i)
             a.tofile(os.path.join(out, g["golden"]))
             cases.append(g)

@@ -9,6 +9,10 @@ import (
 	"image/color"
 	_ "image/jpeg" // Go's decoders: the fallback, and PNG's only one
 	_ "image/png"
+
+	_ "golang.org/x/image/bmp" // the rest of torchvision's IMG_EXTENSIONS
+	_ "golang.org/x/image/tiff"
+	_ "golang.org/x/image/webp"
 )
 
 // Errors that callers test with errors.Is.
@@ -35,6 +39,8 @@ const (
 	formatOther format = iota
 	formatJPEG
 	formatPNG
+	formatWebP
+	formatPNM
 )
 
 func sniff(data []byte) format {
@@ -43,6 +49,10 @@ func sniff(data []byte) format {
 		return formatJPEG
 	case len(data) >= 8 && bytes.Equal(data[:8], []byte("\x89PNG\r\n\x1a\n")):
 		return formatPNG
+	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return formatWebP
+	case len(data) >= 3 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6' && isPNMSpace(data[2]):
+		return formatPNM
 	}
 	return formatOther
 }
@@ -124,6 +134,9 @@ func imageSize(data []byte) (w, h int, err error) {
 		return hd.w, hd.h, err
 	case formatPNG:
 		return parsePNG(data)
+	case formatPNM:
+		hd, err := parsePNM(data)
+		return hd.w, hd.h, err
 	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
@@ -145,6 +158,10 @@ func decodeGo(data []byte, limit int64) (image.Image, error) {
 	if err := checkPixels(w, h, limit); err != nil {
 		return nil, err
 	}
+	if sniff(data) == formatPNM {
+		hd, _ := parsePNM(data)
+		return decodePNM(data, hd)
+	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
 		if errors.Is(err, image.ErrFormat) {
@@ -155,14 +172,67 @@ func decodeGo(data []byte, limit int64) (image.Image, error) {
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
 		return nil, fmt.Errorf("%w: header says %dx%d, decoded %dx%d", ErrCorrupt, w, h, b.Dx(), b.Dy())
 	}
+	switch m := img.(type) {
+	case *image.YCbCr: // lossy WebP: VP8's 4:2:0
+		if sniff(data) == formatWebP {
+			return vp8Image{m}, nil
+		}
+	case *image.NYCbCrA:
+		if sniff(data) == formatWebP {
+			return vp8Image{&m.YCbCr}, nil
+		}
+	case *image.NRGBA64: // 16-bit grayscale PNG with a transparent value (tRNS)
+		if sniff(data) == formatPNG && data[24] == 16 && data[25] == 0 {
+			return pngGray16Trns{m}, nil
+		}
+	}
 	return img, nil
 }
+
+// vp8Image is a lossy WebP as Go decodes it: 4:2:0 YCbCr in VP8's video
+// range, which toRGBX converts as libwebp (Pillow's decoder) does.
+type vp8Image struct{ *image.YCbCr }
+
+// rgb is pixel (x, y) (from the image's origin) by libwebp's fancy
+// upsampling (UpsampleRgbLinePair) and VP8YuvToRgb.
+func (m vp8Image) rgb(x, y int) (r, g, b byte) {
+	yv := int(m.Y[y*m.YStride+x])
+	u, v := m.chroma(m.Cb, x, y), m.chroma(m.Cr, x, y)
+	clip := func(v int) byte { return byte(max(0, min(255, v>>6))) } // VP8Clip8, YUV_FIX2 = 6
+	mul := func(v, c int) int { return v * c >> 8 }                  // MultHi
+	return clip(mul(yv, 19077) + mul(v, 26149) - 14234),
+		clip(mul(yv, 19077) - mul(u, 6419) - mul(v, 13320) + 8708),
+		clip(mul(yv, 19077) + mul(u, 33050) - 17685)
+}
+
+// chroma upsamples plane p at (x, y): the nearest chroma sample weighs 9,
+// the two beside it 3 and the diagonal 1, rounded as libwebp does; at the
+// left and right edges 3 and 1.
+func (m vp8Image) chroma(p []byte, x, y int) int {
+	cw, ch := (m.Rect.Dx()+1)/2, (m.Rect.Dy()+1)/2
+	rn, cn := y>>1, x>>1
+	rf, cf := rn-1+2*(y&1), cn-1+2*(x&1) // the far row and column
+	if rf < 0 || rf >= ch {
+		rf = rn
+	}
+	at := func(r, c int) int { return int(p[r*m.CStride+c]) }
+	if cf < 0 || cf >= cw {
+		return (3*at(rn, cn) + at(rf, cn) + 2) >> 2
+	}
+	d := (at(rn, cn) + 3*at(rn, cf) + 3*at(rf, cn) + at(rf, cf) + 8) >> 3
+	return (d + at(rn, cn)) >> 1
+}
+
+// pngGray16Trns is a 16-bit grayscale PNG with a transparent value, which
+// Go decodes as NRGBA64 and Pillow opens as 32-bit integers ("I"),
+// clipped to 255 by convert("RGB").
+type pngGray16Trns struct{ *image.NRGBA64 }
 
 // toRGBX writes region [x0,x1) x [y0,y1) of img as RGBX rows of stride
 // bytes, converting to RGB as Pillow's convert("RGB") does: 16-bit
 // samples keep their high byte, except 16-bit grayscale, which Pillow
 // opens as 32-bit integers and clips to 255; alpha is dropped; CMYK is
-// Pillow's formula.
+// Pillow's formula; lossy WebP is libwebp's conversion.
 func toRGBX(dst []byte, stride int, img image.Image, x0, y0, x1, y1 int) {
 	b := img.Bounds()
 	x0, x1, y0, y1 = x0+b.Min.X, x1+b.Min.X, y0+b.Min.Y, y1+b.Min.Y
@@ -191,6 +261,21 @@ func toRGBX(dst []byte, stride int, img image.Image, x0, y0, x1, y1 int) {
 		rgbaRows(put, m.Pix, m.Stride, b, x0, y0, x1, y1, 4, 1)
 	case *image.NRGBA:
 		rgbaRows(put, m.Pix, m.Stride, b, x0, y0, x1, y1, 4, 1)
+	case vp8Image:
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				r, g, bl := m.rgb(x-b.Min.X, y-b.Min.Y)
+				put(y, x, r, g, bl)
+			}
+		}
+	case pngGray16Trns:
+		for y := y0; y < y1; y++ {
+			row := m.Pix[(y-b.Min.Y)*m.Stride:]
+			for x := x0; x < x1; x++ {
+				v := byte(min(int(row[8*(x-b.Min.X)])<<8|int(row[8*(x-b.Min.X)+1]), 255))
+				put(y, x, v, v, v)
+			}
+		}
 	case *image.RGBA64:
 		rgbaRows(put, m.Pix, m.Stride, b, x0, y0, x1, y1, 8, 2)
 	case *image.NRGBA64:

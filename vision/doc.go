@@ -7,9 +7,10 @@
 // JPEGs are decoded by libjpeg-turbo, loaded at run time (libjpeg.so.62,
 // Debian's libjpeg62-turbo), only over the rows and columns the crop
 // needs; Go's image/jpeg is the fallback where it cannot be loaded or cgo
-// is off, and JPEGDecoder says which one runs and why. PNG and any format
-// registered with Go's image package decode through it. Images convert to
-// RGB as Pillow's convert("RGB") does.
+// is off, and JPEGDecoder says which one runs and why. PNG, the rest of
+// torchvision's extensions (BMP, TIFF, WebP, PPM and PGM) and any format
+// registered with Go's image package decode in Go. Images convert to RGB
+// as Pillow's convert("RGB") does.
 //
 // Resizing is Pillow's antialiased bilinear filter with its fixed-point
 // arithmetic, in C with AVX2 (chosen as package collate's kernels are,

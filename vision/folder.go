@@ -12,15 +12,20 @@ import (
 )
 
 // IMGExtensions are torchvision's IMG_EXTENSIONS: the files ImageFolder
-// takes, matched case-insensitively.
+// takes, matched case-insensitively. Each has a decoder here; the format
+// is read from the file's first bytes, not its name.
 var IMGExtensions = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
 
 // ImageFolder is torchvision's ImageFolder: one class per sub-folder of
 // root (symbolic links followed), classes sorted by name and numbered in
 // that order, and in each class every file with one of the extensions
 // (IMGExtensions by default) in any sub-folder, sorted as torchvision's
-// os.walk order sorts them. A missing root, no class folder, or a class
-// with no image is an error, as in torchvision.
+// os.walk order sorts them. Sample paths are spelled as os.path.join
+// spells them. A folder reached through two links is listed under both,
+// as os.walk does; a link back to a folder above it is not followed
+// (os.walk would follow it until the path is too long). A missing root,
+// no class folder, or a class with no image is an error, as in
+// torchvision.
 func ImageFolder(root string, t Transform, opts ...Option) (*Dataset, error) {
 	o := options{exts: IMGExtensions}
 	for _, f := range opts {
@@ -32,7 +37,7 @@ func ImageFolder(root string, t Transform, opts ...Option) (*Dataset, error) {
 	}
 	var classes []string
 	for _, e := range entries {
-		if isDir(filepath.Join(root, e.Name())) {
+		if isDir(joinPath(root, e.Name())) {
 			classes = append(classes, e.Name())
 		}
 	}
@@ -44,7 +49,7 @@ func ImageFolder(root string, t Transform, opts ...Option) (*Dataset, error) {
 	var empty []string
 	for label, c := range classes {
 		n := len(samples)
-		samples, err = walkClass(samples, filepath.Join(root, c), label, o.exts)
+		samples, err = walkClass(samples, joinPath(root, c), label, o.exts)
 		if err != nil {
 			return nil, fmt.Errorf("vision: ImageFolder: %w", err)
 		}
@@ -57,6 +62,16 @@ func ImageFolder(root string, t Transform, opts ...Option) (*Dataset, error) {
 			strings.Join(empty, ", "), root, strings.Join(o.exts, ", "))
 	}
 	return New(samples, classes, t, opts...)
+}
+
+// joinPath is Python's os.path.join(dir, name) for a plain name: dir as
+// given (not cleaned, unlike filepath.Join), so that sample paths are
+// torchvision's strings.
+func joinPath(dir, name string) string {
+	if dir == "" || os.IsPathSeparator(dir[len(dir)-1]) {
+		return dir + name
+	}
+	return dir + string(filepath.Separator) + name
 }
 
 func isDir(path string) bool {
@@ -73,14 +88,13 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 		files []string
 	}
 	var folders []folder
-	seen := map[string]bool{}
-	var walk func(path string) error
-	walk = func(path string) error {
+	var walk func(path string, up []string) error
+	walk = func(path string, up []string) error {
 		if real, err := filepath.EvalSymlinks(path); err == nil {
-			if seen[real] {
+			if slices.Contains(up, real) {
 				return nil // a link cycle: os.walk would loop until the path is too long
 			}
-			seen[real] = true
+			up = append(up, real) // the folders above, resolved
 		}
 		entries, err := os.ReadDir(path)
 		if err != nil {
@@ -89,7 +103,7 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 		f := folder{path: path}
 		var subs []string
 		for _, e := range entries {
-			p := filepath.Join(path, e.Name())
+			p := joinPath(path, e.Name())
 			if e.IsDir() || (e.Type()&os.ModeSymlink != 0 && isDir(p)) {
 				subs = append(subs, p)
 			} else {
@@ -98,13 +112,13 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 		}
 		folders = append(folders, f)
 		for _, s := range subs {
-			if err := walk(s); err != nil {
+			if err := walk(s, up); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := walk(dir); err != nil {
+	if err := walk(dir, nil); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(folders, func(a, b folder) int { return strings.Compare(a.path, b.path) })
@@ -112,7 +126,7 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 		slices.Sort(f.files)
 		for _, name := range f.files {
 			if hasExt(name, exts) {
-				samples = append(samples, Sample{Path: filepath.Join(f.path, name), Label: label})
+				samples = append(samples, Sample{Path: joinPath(f.path, name), Label: label})
 			}
 		}
 	}
@@ -130,11 +144,16 @@ func hasExt(name string, exts []string) bool {
 }
 
 // FileList reads a list of images: one "path,label" per line (CSV, so
-// quoted paths work; a first line whose label is not a number is a
-// header) or "path label" separated by white space. Relative paths are
-// resolved against the list's folder, or Root. Labels that are all
-// integers are the class indices; otherwise they are class names,
-// numbered in sorted order as ImageFolder numbers folders.
+// quoted paths work) or "path label" separated by white space; blank
+// lines and lines that start with # are skipped. A first line whose label
+// is not an integer and whose path names no file is a header
+// ("path,label") when the other labels are integers or its path has no
+// extension. Relative paths are resolved
+// against the list's folder, or Root. Labels that are all integers are
+// the class indices; otherwise they are class names, numbered in sorted
+// order as ImageFolder numbers folders. A line without a path and a label
+// is an error naming it; a listed file that is missing fails its sample
+// when it is loaded.
 func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	o := options{root: filepath.Dir(list)}
 	for _, f := range opts {
@@ -149,28 +168,32 @@ func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vision: FileList %s: %w", list, err)
 	}
-	if len(rows) > 0 {
-		if _, err := strconv.Atoi(rows[0][1]); err != nil && rows[0][2] == "csv" {
-			rows = rows[1:] // header
+	resolve := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(o.root, p)
+	}
+	if len(rows) > 0 && !isInt(rows[0].label) {
+		rest := rows[1:]
+		_, err := os.Stat(resolve(rows[0].path))
+		header := err != nil && (filepath.Ext(rows[0].path) == "" ||
+			len(rest) > 0 && !slices.ContainsFunc(rest, func(r listRow) bool { return !isInt(r.label) }))
+		if header {
+			rows = rest
 		}
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("vision: FileList %s: no images listed", list)
 	}
-	numeric := true
-	for _, r := range rows {
-		if _, err := strconv.Atoi(r[1]); err != nil {
-			numeric = false
-			break
-		}
-	}
+	numeric := !slices.ContainsFunc(rows, func(r listRow) bool { return !isInt(r.label) })
 	var classes []string
 	idx := map[string]int{}
 	if !numeric {
 		for _, r := range rows {
-			if _, ok := idx[r[1]]; !ok {
-				idx[r[1]] = 0
-				classes = append(classes, r[1])
+			if _, ok := idx[r.label]; !ok {
+				idx[r.label] = 0
+				classes = append(classes, r.label)
 			}
 		}
 		slices.Sort(classes)
@@ -180,15 +203,12 @@ func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	}
 	samples := make([]Sample, len(rows))
 	for i, r := range rows {
-		p := r[0]
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(o.root, p)
-		}
-		label := idx[r[1]]
+		p := resolve(r.path)
+		label := idx[r.label]
 		if numeric {
-			label, _ = strconv.Atoi(r[1])
+			label, _ = strconv.Atoi(r.label)
 			if label < 0 {
-				return nil, fmt.Errorf("vision: FileList %s: %s has label %d, want >= 0", list, r[0], label)
+				return nil, fmt.Errorf("vision: FileList %s: line %d: %s has label %d, want >= 0", list, r.line, r.path, label)
 			}
 		}
 		samples[i] = Sample{Path: p, Label: label}
@@ -196,14 +216,25 @@ func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	return New(samples, classes, t, opts...)
 }
 
-// readList returns [path, label, kind] rows.
-func readList(r io.Reader) ([][3]string, error) {
+func isInt(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+// listRow is one line of a file list.
+type listRow struct {
+	path, label string
+	line        int
+}
+
+// readList returns the rows of a file list.
+func readList(r io.Reader) ([]listRow, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
 	}
-	var rows [][3]string
-	for n, line := range strings.Split(string(b), "\n") {
+	var rows []listRow
+	for n, line := range strings.Split(strings.TrimPrefix(string(b), "\ufeff"), "\n") {
 		line = strings.TrimRight(line, "\r")
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -213,15 +244,18 @@ func readList(r io.Reader) ([][3]string, error) {
 			if err != nil || len(rec) != 2 {
 				return nil, fmt.Errorf("line %d: %q is not path,label", n+1, line)
 			}
-			rows = append(rows, [3]string{rec[0], strings.TrimSpace(rec[1]), "csv"})
+			if rec[0] == "" || strings.TrimSpace(rec[1]) == "" {
+				return nil, fmt.Errorf("line %d: %q has no path or no label", n+1, line)
+			}
+			rows = append(rows, listRow{rec[0], strings.TrimSpace(rec[1]), n + 1})
 			continue
 		}
-		i := strings.LastIndexAny(strings.TrimSpace(line), " \t")
+		line = strings.TrimSpace(line)
+		i := strings.LastIndexAny(line, " \t")
 		if i < 0 {
 			return nil, fmt.Errorf("line %d: %q has no label", n+1, line)
 		}
-		line = strings.TrimSpace(line)
-		rows = append(rows, [3]string{strings.TrimSpace(line[:i]), strings.TrimSpace(line[i+1:]), "ws"})
+		rows = append(rows, listRow{strings.TrimSpace(line[:i]), line[i+1:], n + 1})
 	}
 	return rows, nil
 }

@@ -20,6 +20,8 @@ import (
 
 type goldenCase struct {
 	Kind   string `json:"kind"`
+	Width  int    `json:"width"` // the image's
+	Height int    `json:"height"`
 	Resize int    `json:"resize"`
 	Size   int    `json:"size"`
 	Box    []int  `json:"box"`
@@ -64,8 +66,7 @@ func imageSize(t testing.TB, path string) (int, int) {
 // geometry is the case's geometry as vision describes it.
 func (c goldenCase) geometry(t testing.TB) vision.Geometry {
 	if c.Kind == "eval" {
-		w, h := imageSize(t, filepath.Join(testdata, c.File))
-		return vision.Transform{Size: c.Size, ResizeSize: c.Resize}.Geometry(w, h, nil)
+		return vision.Transform{Size: c.Size, ResizeSize: c.Resize}.Geometry(c.Width, c.Height, nil)
 	}
 	return vision.Geometry{Box: vision.Box{X: c.Box[0], Y: c.Box[1], W: c.Box[2], H: c.Box[3]},
 		ResizeW: c.Size, ResizeH: c.Size, Size: c.Size, Flip: c.Flip}
@@ -115,8 +116,8 @@ func newU8(t testing.TB, size int, opts ...vision.Option) *vision.Dataset {
 }
 
 // runGoldens decodes every golden case and returns the statistics of the
-// JPEG and the PNG cases.
-func runGoldens(t *testing.T, m manifest, mode vision.Mode) (jpeg, png diffStats) {
+// JPEG cases and of the others (PNG, WebP, BMP, TIFF, Netpbm).
+func runGoldens(t *testing.T, m manifest, mode vision.Mode) (jpeg, other diffStats) {
 	ds, err := vision.New(nil, nil, vision.Transform{Size: m.Size, Output: vision.Uint8HWC, Mode: mode})
 	require.NoError(t, err)
 	defer ds.Close()
@@ -130,11 +131,11 @@ func runGoldens(t *testing.T, m manifest, mode vision.Mode) (jpeg, png diffStats
 		if strings.HasSuffix(c.File, ".jpg") {
 			jpeg.add(got, want)
 		} else {
-			png.add(got, want)
-			assert.Equal(t, one.n, one.exact, "%s %+v: PNG decodes exactly: %v", c.File, c, one)
+			other.add(got, want)
+			assert.Equal(t, one.n, one.exact, "%s %+v: decodes exactly: %v", c.File, c, one)
 		}
 	}
-	return jpeg, png
+	return jpeg, other
 }
 
 // The accuracy mode against torchvision 0.14 + Pillow 9.4 (Debian's), on
@@ -145,8 +146,8 @@ func TestGoldensMatchTorchvision(t *testing.T) {
 	for _, p := range collate.Paths() {
 		t.Run(p.String(), func(t *testing.T) {
 			defer collate.SetPath(p)()
-			jpeg, png := runGoldens(t, m, vision.Exact)
-			t.Logf("%s: JPEG %v; PNG %v", vision.JPEGDecoder(), jpeg, png)
+			jpeg, other := runGoldens(t, m, vision.Exact)
+			t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoder(), jpeg, other)
 			if !vision.JPEGDecoder().Turbo() {
 				// Go's image/jpeg (no cgo, or no libjpeg-turbo): close, not
 				// torchvision's pixels; see TestGoldensGoJPEGDecoder.
@@ -168,8 +169,8 @@ func TestGoldensGoJPEGDecoder(t *testing.T) {
 	vision.ResetDecoder()
 	defer vision.ResetDecoder()
 	require.False(t, vision.JPEGDecoder().Turbo())
-	jpeg, png := runGoldens(t, m, vision.Exact)
-	t.Logf("%s: JPEG %v; PNG %v", vision.JPEGDecoder(), jpeg, png)
+	jpeg, other := runGoldens(t, m, vision.Exact)
+	t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoder(), jpeg, other)
 	assert.Greater(t, jpeg.psnr(), 30.0, "%v", jpeg)
 }
 

@@ -136,7 +136,7 @@ func (t Transform) validate() (Transform, error) {
 		return bad("Size", "%d, want 1 to 16384", t.Size)
 	case !t.Train && (t.ResizeSize < 1 || t.ResizeSize > 1<<16):
 		return bad("ResizeSize", "%d, want 1 to 65536", t.ResizeSize)
-	case !(t.Scale[0] > 0 && t.Scale[0] <= t.Scale[1]):
+	case !(t.Scale[0] > 0 && t.Scale[0] <= t.Scale[1]) || math.IsInf(t.Scale[1], 0):
 		return bad("Scale", "%v, want 0 < min <= max", t.Scale)
 	case !(t.Ratio[0] > 0 && t.Ratio[0] <= t.Ratio[1]) || math.IsInf(t.Ratio[1], 0):
 		return bad("Ratio", "%v, want 0 < min <= max", t.Ratio)
@@ -146,8 +146,11 @@ func (t Transform) validate() (Transform, error) {
 		return bad("Mode", "%v", t.Mode)
 	}
 	for c, s := range t.Std {
-		if !(s > 0 || s < 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(t.Mean[c])) || math.IsInf(float64(t.Mean[c]), 0) {
-			return bad("Std", "channel %d: mean %v, std %v", c, t.Mean[c], s)
+		if !(s > 0 || s < 0) || math.IsInf(float64(s), 0) {
+			return bad("Std", "channel %d: %v, want finite and not 0", c, s)
+		}
+		if m := float64(t.Mean[c]); math.IsNaN(m) || math.IsInf(m, 0) {
+			return bad("Mean", "channel %d: %v, want finite", c, m)
 		}
 	}
 	return t, nil

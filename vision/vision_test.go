@@ -2,15 +2,19 @@ package vision_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -96,6 +100,74 @@ print(json.dumps(dict(classes=ds.classes, samples=[[p, c] for p, c in ds.samples
 
 const pythonPeer = "/usr/bin/python3"
 
+// torchvisionSamples lists root with torchvision's ImageFolder: its
+// samples as "path:label", or nil where torchvision is not importable.
+func torchvisionSamples(t *testing.T, root string) []string {
+	t.Helper()
+	if _, err := exec.LookPath(pythonPeer); err != nil {
+		return nil
+	}
+	out, err := exec.Command(pythonPeer, "-c", `import sys
+from torchvision.datasets import ImageFolder
+for p, c in ImageFolder(sys.argv[1]).samples: print("%s:%d" % (p, c))`, root).Output()
+	if err != nil {
+		t.Logf("torchvision not importable: %v", err)
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+func samplePaths(ds *vision.Dataset) []string {
+	var got []string
+	for _, s := range ds.Samples() {
+		got = append(got, s.Path+":"+strconv.Itoa(s.Label))
+	}
+	return got
+}
+
+// Links are followed as os.walk(followlinks=True) follows them: a folder
+// reached through two links is listed under both, and paths keep the
+// root's spelling, as os.path.join does.
+func TestImageFolderFollowsTorchvisionThroughLinks(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links need a privilege on Windows")
+	}
+	dir := t.TempDir()
+	write(t, dir, "shared/s.jpg", "rgb420.jpg")
+	write(t, dir, "data/cat/real/r.jpg", "rgb420.jpg")
+	write(t, dir, "data/dog/d.png", "rgb.png")
+	for link, target := range map[string]string{
+		"data/cat/l1": "../../shared", "data/cat/l2": "../../shared", // one folder, two links
+		"data/cat/l3": "real",   // a sibling folder
+		"data/emu":    "dog",    // a class that is a link
+		"data/dog/up": "../cat", // a link into another class
+	} {
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, link)))
+	}
+	root := dir + "/./data/" // spelled as the user spelled it
+	ds, err := vision.ImageFolder(root, vision.Eval(32))
+	require.NoError(t, err)
+	defer ds.Close()
+	assert.Equal(t, []string{"cat", "dog", "emu"}, ds.Classes())
+	want := []string{
+		root + "cat/l1/s.jpg:0", root + "cat/l2/s.jpg:0", root + "cat/l3/r.jpg:0", root + "cat/real/r.jpg:0",
+		root + "dog/d.png:1", root + "dog/up/l1/s.jpg:1", root + "dog/up/l2/s.jpg:1", root + "dog/up/l3/r.jpg:1", root + "dog/up/real/r.jpg:1",
+		root + "emu/d.png:2", root + "emu/up/l1/s.jpg:2", root + "emu/up/l2/s.jpg:2", root + "emu/up/l3/r.jpg:2", root + "emu/up/real/r.jpg:2",
+	}
+	assert.Equal(t, want, samplePaths(ds))
+	if tv := torchvisionSamples(t, root); tv != nil {
+		assert.Equal(t, tv, samplePaths(ds), "torchvision's samples")
+	}
+
+	// A link back up is not followed (os.walk would list the folder again
+	// under every longer path until the system refuses it).
+	require.NoError(t, os.Symlink("..", filepath.Join(dir, "data/cat/real/back")))
+	ds2, err := vision.ImageFolder(root, vision.Eval(32))
+	require.NoError(t, err)
+	defer ds2.Close()
+	assert.Equal(t, want, samplePaths(ds2))
+}
+
 func newRand(i uint64) *rand.Rand { return rand.New(rand.NewPCG(i, 7)) }
 
 func TestImageFolderErrors(t *testing.T) {
@@ -144,6 +216,9 @@ func TestBadFilesAreSampleErrors(t *testing.T) {
 		{"truncated.png", pngGood[:len(pngGood)/2], vision.ErrCorrupt, ""},
 		{"bomb.jpg", jpegHeader(100000, 100000), vision.ErrTooManyPixels, "limit"},
 		{"bomb.png", pngHeader(100000, 100000), vision.ErrTooManyPixels, "limit"},
+		{"bomb.ppm", []byte("P6\n100000 100000\n255\n"), vision.ErrTooManyPixels, "limit"},
+		{"truncated.ppm", []byte("P6\n4 4\n255\n\x01\x02\x03"), vision.ErrCorrupt, "ends early"},
+		{"badsample.ppm", []byte("P3\n1 1\n10\n1 2 11\n"), vision.ErrCorrupt, "above maxval"},
 	} {
 		for _, dec := range []string{"auto", "go"} {
 			t.Run(tc.name+"/"+dec, func(t *testing.T) {
@@ -154,7 +229,7 @@ func TestBadFilesAreSampleErrors(t *testing.T) {
 				write(t, root, "a/0.jpg", "rgb420.jpg")
 				p := filepath.Join(root, "a", "1_"+tc.name)
 				require.NoError(t, os.WriteFile(p, tc.data, 0o644))
-				ds, err := vision.ImageFolder(root, vision.Train(32), vision.Extensions(".jpg", ".png"))
+				ds, err := vision.ImageFolder(root, vision.Train(32), vision.Extensions(".jpg", ".png", ".ppm"))
 				require.NoError(t, err)
 				defer ds.Close()
 				l, err := engine.New(ds, engine.Config{BatchSize: 2, Workers: 1})
@@ -214,7 +289,8 @@ func TestPixelLimitBeforeAllocation(t *testing.T) {
 	root := t.TempDir()
 	bombs := []string{write(t, root, "a/bomb.jpg", string(jpegHeader(100000, 100000))),
 		write(t, root, "a/bomb.png", string(pngHeader(100000, 100000))),
-		write(t, root, "a/wide.jpg", string(jpegHeader(65535, 1)))}
+		write(t, root, "a/wide.jpg", string(jpegHeader(65535, 1))),
+		write(t, root, "a/bomb.pgm", "P5\n100000 100000\n65535\n")}
 	ds, err := vision.New(nil, nil, vision.Eval(32), vision.MaxPixels(60000))
 	require.NoError(t, err)
 	defer ds.Close()
@@ -237,6 +313,8 @@ func TestPixelLimitBeforeAllocation(t *testing.T) {
 	require.NoError(t, err)
 	defer none.Close()
 	assert.NoError(t, none.Decode(filepath.Join(testdata, "rgb420.jpg"), nil, dst))
+	huge := write(t, root, "a/huge.pbm", "P4\n9999999999 9999999999\n\x00\x01")
+	assert.ErrorIs(t, none.Decode(huge, nil, dst), vision.ErrCorrupt, "no limit: the raster is checked without overflow")
 }
 
 func TestFileList(t *testing.T) {
@@ -262,6 +340,85 @@ func TestFileList(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("justapath\n"), 0o644))
 	_, err = vision.FileList(bad, vision.Eval(32))
 	assert.ErrorContains(t, err, "line 1")
+}
+
+// Every extension ImageFolder takes by default (torchvision's
+// IMG_EXTENSIONS) has a decoder: the files it lists are never refused as
+// not an image. The goldens check their pixels.
+func TestEveryIMGExtensionDecodes(t *testing.T) {
+	ds, err := vision.New(nil, nil, vision.Eval(32))
+	require.NoError(t, err)
+	defer ds.Close()
+	dst := make([]byte, 3*32*32*4)
+	for _, ext := range vision.IMGExtensions {
+		like := map[string]string{".jpeg": ".jpg", ".tiff": ".tif"}[ext]
+		files, _ := filepath.Glob(filepath.Join(testdata, "*"+cmp.Or(like, ext)))
+		require.NotEmpty(t, files, ext)
+		for _, f := range files {
+			assert.NoError(t, ds.Decode(f, nil, dst), f)
+		}
+	}
+}
+
+// A bad setting names its field.
+func TestTransformErrorsNameTheField(t *testing.T) {
+	nan := float32(math.NaN())
+	for field, tr := range map[string]vision.Transform{
+		"Size":       {Size: -1},
+		"ResizeSize": {ResizeSize: -3},
+		"Scale":      {Train: true, Scale: [2]float64{0.5, math.Inf(1)}},
+		"Ratio":      {Train: true, Ratio: [2]float64{2, 1}},
+		"Mean":       {Mean: [3]float32{0.5, nan, 0.5}, Std: [3]float32{1, 1, 1}},
+		"Std":        {Mean: [3]float32{0.5, 0.5, 0.5}, Std: [3]float32{1, 0, 1}},
+		"Output":     {Output: 9},
+		"Mode":       {Mode: 5},
+	} {
+		_, err := vision.New(nil, nil, tr)
+		assert.ErrorContains(t, err, "vision: Transform."+field+":", field)
+	}
+}
+
+// A header is told from a first sample by its label and its path: a list
+// of class names without a header keeps its first line, and a header
+// works in either form.
+func TestFileListHeaders(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "n0144_1", "rgb420.jpg")
+	for _, tc := range []struct {
+		name, list string
+		want       []vision.Sample
+		classes    []string
+	}{
+		{"names.csv", "a.jpg,cat\nb.jpg,dog\n", []vision.Sample{{"a.jpg", 0}, {"b.jpg", 1}}, []string{"cat", "dog"}},
+		{"names_header.csv", "\ufeffpath,class\na.jpg,cat\nb.jpg,dog\n", []vision.Sample{{"a.jpg", 0}, {"b.jpg", 1}}, []string{"cat", "dog"}},
+		{"one.csv", "a.jpg,cat\n", []vision.Sample{{"a.jpg", 0}}, []string{"cat"}},
+		{"index_header.csv", "image.path,label\na.jpg,3\nb.jpg,1\n", []vision.Sample{{"a.jpg", 3}, {"b.jpg", 1}}, nil},
+		{"index_header.txt", "path label\na.jpg 3\nb.jpg 1\n", []vision.Sample{{"a.jpg", 3}, {"b.jpg", 1}}, nil},
+		{"names.txt", "a.jpg zebra\nb.jpg ant\n", []vision.Sample{{"a.jpg", 1}, {"b.jpg", 0}}, []string{"ant", "zebra"}},
+		{"no_ext.txt", "n0144_1 tench\nn0144_2 tench\n", []vision.Sample{{"n0144_1", 0}, {"n0144_2", 0}}, []string{"tench"}}, // the first is a file
+	} {
+		p := filepath.Join(dir, tc.name)
+		require.NoError(t, os.WriteFile(p, []byte(tc.list), 0o644))
+		ds, err := vision.FileList(p, vision.Eval(32))
+		require.NoError(t, err, tc.name)
+		for i := range tc.want {
+			tc.want[i].Path = filepath.Join(dir, tc.want[i].Path)
+		}
+		assert.Equal(t, tc.want, ds.Samples(), tc.name)
+		assert.Equal(t, tc.classes, ds.Classes(), tc.name)
+		ds.Close()
+	}
+	for _, tc := range []struct{ list, msg string }{
+		{"a.jpg,0\nb.jpg,\n", "line 2"},
+		{"a.jpg,0\n,1\n", "line 2"},
+		{"a.jpg,0\n\n# c\nb.jpg,-1\n", "line 4: b.jpg has label -1"},
+	} {
+		p := filepath.Join(dir, "bad.csv")
+		require.NoError(t, os.WriteFile(p, []byte(tc.list), 0o644))
+		_, err := vision.FileList(p, vision.Eval(32))
+		assert.ErrorContains(t, err, tc.msg, "%q", tc.list)
+		assert.ErrorContains(t, err, p)
+	}
 }
 
 // Batches are bit for bit the same for any worker count: the crop and flip
