@@ -69,10 +69,10 @@ type StreamConfig struct {
 	// the shuffle buffer; 0 means 64 MiB. It is separate from the window
 	// of pinned batches.
 	ReadAheadBytes int64
-	// DropUneven gives every rank as many samples as the rank with the
-	// fewest, dropping the rest of the others' (DistributedSampler's
-	// drop_last). By default every rank gets as many as the rank with the
-	// most, the others repeating their first samples.
+	// DropUneven cuts the epoch's samples down to a multiple of the world
+	// size, dropping fewer than WorldSize from its end (DistributedSampler's
+	// drop_last). By default they are padded up to one, repeating the
+	// epoch's first samples.
 	DropUneven bool
 }
 
@@ -80,18 +80,26 @@ type StreamConfig struct {
 const DefaultReadAheadBytes = 64 << 20
 
 // StreamDataset is a Stream as a Dataset: pass it to New. An epoch's
-// shards are split across ranks, round robin in the epoch's shard order,
-// and every rank gets the same number of samples (see
-// StreamConfig.DropUneven), so every rank has the same number of batches.
-// One reader goroutine per rank reads its shards in order; the order of
+// samples are its shards' records, shards in the epoch's shard order (a
+// pure function of (Seed, epoch), see StreamConfig.ShuffleShards). As
+// PyTorch's DistributedSampler does, that sequence is padded with its own
+// first samples to a multiple of the world size (or cut to one, see
+// StreamConfig.DropUneven), and rank r takes the r-th of WorldSize equal
+// contiguous spans of it: every rank gets the same number of samples, so
+// the same number of batches, and no sample is loaded twice but the
+// fewer than WorldSize that pad. A shard is read by the ranks whose span
+// overlaps it (a rank reads, and drops, the records of a shard before its
+// span), so any world size works, more ranks than shards included.
+// One reader goroutine per rank reads its span in order; the order of
 // its samples through the shuffle buffer is computed from the shards'
 // counts alone, at the epoch's start, so workers Decode records in
 // parallel and every batch is bit-identical for any Workers and
 // PrefetchFactor. The order depends on the world size: each rank shuffles
-// its own shards' samples. Slot.Index of a record is its global id, the
+// its own span. Slot.Index of a record is its global id, the
 // first id of its shard (shards numbered in listed order) plus its
 // position in the shard, so Slot.Rand is the same on every rank and run.
-// A reader error ends the epoch with an error naming the shard and record.
+// A reader error, or a shard with more or fewer records than listed, ends
+// the epoch with an error naming the shard and record.
 type StreamDataset struct {
 	src    Stream
 	sc     StreamConfig
@@ -170,39 +178,53 @@ func (d *StreamDataset) Fill(ctx context.Context, s *Slot) error {
 // read is one record to read: shard i's record at offset.
 type read struct{ shard, offset int }
 
-// plan returns rank sh.Rank's samples of epoch in the order the reader
-// reads them, and the order of their ids through the shuffle buffer.
-func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, order []int, err error) {
-	shardOrder := make([]int, len(d.shards))
-	for i := range shardOrder {
-		shardOrder[i] = i
+// shardOrder returns the indices of the shards in the order epoch visits
+// them: a pure function of (seed, epoch) with ShuffleShards, else as
+// listed.
+func (d *StreamDataset) shardOrder(epoch int, seed uint64) []int {
+	order := make([]int, len(d.shards))
+	for i := range order {
+		order[i] = i
 	}
 	if d.sc.ShuffleShards {
 		r := rand.New(rand.NewPCG(seed, mix(uint64(epoch)^0x5348415244)))
-		r.Shuffle(len(shardOrder), func(i, j int) { shardOrder[i], shardOrder[j] = shardOrder[j], shardOrder[i] })
+		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	}
-	w := max(sh.WorldSize, 1)
-	counts := make([]int, w)
-	var mine []int
-	for i, s := range shardOrder {
-		counts[i%w] += d.shards[s].Samples
-		if i%w == sh.Rank {
-			mine = append(mine, s)
-		}
-	}
-	target := slices.Max(counts)
+	return order
+}
+
+// plan returns rank sh.Rank's samples of epoch in the order the reader
+// reads them, and the order of their ids through the shuffle buffer.
+//
+// The epoch's sequence is every shard's samples, shards in shardOrder;
+// as PyTorch's DistributedSampler does, it is padded with its own first
+// samples (cyclically, when shorter than the padding) to a multiple of
+// the world size, or cut down to one with DropUneven. Rank r reads the
+// r-th of WorldSize equal contiguous spans of it, so that a shard is
+// read by one rank, or two when a span boundary falls inside it.
+func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, order []int) {
+	n, w := d.total, max(sh.WorldSize, 1)
+	per := (n + w - 1) / w
 	if d.sc.DropUneven {
-		target = slices.Min(counts)
+		per = n / w
 	}
-	if target > 0 && counts[sh.Rank] == 0 {
-		return nil, nil, fmt.Errorf("engine: stream of %d shards (%d samples) over %d ranks: rank %d has no samples to pad with; use more shards than ranks, or StreamConfig.DropUneven", len(d.shards), d.total, w, sh.Rank)
+	if per == 0 {
+		return nil, nil
 	}
-	for len(reads) < target { // the rank's shards, again from the first when padding
-		for _, s := range mine {
-			for off := 0; off < d.shards[s].Samples && len(reads) < target; off++ {
-				reads = append(reads, read{s, off})
-			}
+	shards := d.shardOrder(epoch, seed)
+	i, off := 0, sh.Rank*per%n // the span's first sample: shards[i]'s record off
+	for off >= d.shards[shards[i]].Samples {
+		off -= d.shards[shards[i]].Samples
+		i++
+	}
+	reads = make([]read, 0, per)
+	for len(reads) < per {
+		if off == d.shards[shards[i]].Samples { // the next non-empty shard, from the first again when padding
+			i, off = (i+1)%len(shards), 0
+			continue
 		}
+		reads = append(reads, read{shards[i], off})
+		off++
 	}
 	order = make([]int, 0, len(reads))
 	r := rand.New(rand.NewPCG(seed, mix(uint64(epoch)^mix(uint64(sh.Rank))^0x42554646)))
@@ -227,12 +249,11 @@ func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, or
 		buf[j] = buf[len(buf)-1]
 		buf = buf[:len(buf)-1]
 	}
-	return reads, order, nil
+	return reads, order
 }
 
-// checkStream checks a loader's config for a StreamDataset, and that the
-// rank has samples.
-func checkStream(d *StreamDataset, cfg Config, sh Shard) error {
+// checkStream checks a loader's config for a StreamDataset.
+func checkStream(_ *StreamDataset, cfg Config, sh Shard) error {
 	switch {
 	case cfg.Shuffle:
 		return configError("Shuffle", "set for a StreamDataset, which orders itself: use StreamConfig.ShuffleShards and ShuffleBuffer")
@@ -245,8 +266,7 @@ func checkStream(d *StreamDataset, cfg Config, sh Shard) error {
 	case cfg.Resume != nil && cfg.Resume.WorldSize != sh.WorldSize:
 		return configError("Resume", "WorldSize: a StreamDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
 	}
-	_, _, err := d.plan(0, cfg.Seed, sh)
-	return err
+	return nil
 }
 
 // streamSampler is a rank's order of a StreamDataset's epoch, from skip on.
@@ -258,19 +278,13 @@ type streamSampler struct {
 }
 
 func (s streamSampler) Order(epoch int) []int {
-	_, order, err := s.d.plan(epoch, s.seed, s.shard)
-	if err != nil {
-		panic(err)
-	}
+	_, order := s.d.plan(epoch, s.seed, s.shard)
 	return order[min(s.skip, len(order)):]
 }
 
 // begin starts the reader of an epoch whose batches are given.
 func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int) error {
-	reads, _, err := d.plan(epoch, seed, sh)
-	if err != nil {
-		return err
-	}
+	reads, _ := d.plan(epoch, seed, sh)
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
 	for _, b := range batches {
 		for _, id := range b {
@@ -327,7 +341,9 @@ func (e *streamEpoch) notify() {
 func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.want[id]++
+	if e.want[id]++; len(e.held[id]) == 0 {
+		e.notify() // a reader pausing for the read-ahead bound reads on
+	}
 	defer func() {
 		if e.want[id]--; e.want[id] == 0 {
 			delete(e.want, id)
@@ -379,32 +395,49 @@ func (e *streamEpoch) run() {
 func (e *streamEpoch) read() error {
 	d := e.d
 	var rr RecordReader
+	cur, next := -1, 0 // the shard rr reads, and the offset of its next record
 	defer func() {
 		if rr != nil {
 			rr.Close()
 		}
 	}()
-	for i, rd := range e.reads {
+	for _, rd := range e.reads {
 		sh := d.shards[rd.shard]
-		if rd.offset == 0 || rr == nil || e.reads[i-1].shard != rd.shard {
+		if rd.shard != cur || rd.offset < next {
 			if rr != nil {
 				rr.Close()
 				rr = nil
 			}
-			var err error
-			if rr, err = d.src.Open(e.ctx, sh); err != nil {
+			r, err := d.src.Open(e.ctx, sh)
+			if err != nil {
 				return fmt.Errorf("engine: stream: opening shard %q: %w", sh.Name, err)
 			}
+			rr, cur, next = r, rd.shard, 0
 		}
-		rec, err := rr.Next(e.ctx)
-		switch {
-		case errors.Is(err, io.EOF):
-			return fmt.Errorf("engine: stream: shard %q ended after %d records, listed with %d", sh.Name, rd.offset, sh.Samples)
-		case err != nil:
-			return fmt.Errorf("engine: stream: shard %q, record %d: %w", sh.Name, rd.offset, err)
+		for ; next <= rd.offset; next++ { // records before offset are another rank's
+			if err := e.ctx.Err(); err != nil {
+				return err
+			}
+			rec, err := rr.Next(e.ctx)
+			switch {
+			case errors.Is(err, io.EOF):
+				return fmt.Errorf("engine: stream: shard %q ended after %d records, listed with %d", sh.Name, next, sh.Samples)
+			case err != nil:
+				return fmt.Errorf("engine: stream: shard %q, record %d: %w", sh.Name, next, err)
+			}
+			if next == rd.offset {
+				if err := e.keep(d.first[rd.shard]+rd.offset, rec); err != nil {
+					return err
+				}
+			}
 		}
-		if err := e.keep(d.first[rd.shard]+rd.offset, rec); err != nil {
-			return err
+		if next == sh.Samples { // a shard longer than listed would lose samples
+			if _, err := rr.Next(e.ctx); !errors.Is(err, io.EOF) {
+				if err == nil {
+					err = fmt.Errorf("more records than the %d listed", sh.Samples)
+				}
+				return fmt.Errorf("engine: stream: shard %q, after record %d: %w", sh.Name, next-1, err)
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,9 @@ type memStream struct {
 	counts  []int
 	payload int
 	failAt  string // "shard/record" whose Next fails
+	stallAt string // "shard/record" whose Next waits for its ctx to end
 	short   int    // shard index that ends early, or -1
+	long    int    // shard index with a record more than listed, or -1
 
 	mu                 sync.Mutex
 	read, decoded, max int // records read and decoded, and the most in between
@@ -31,7 +34,7 @@ type memStream struct {
 }
 
 func newMemStream(counts ...int) *memStream {
-	return &memStream{counts: counts, payload: 64, short: -1}
+	return &memStream{counts: counts, payload: 64, short: -1, long: -1}
 }
 
 func (m *memStream) Schema() collate.Schema { return indexSchema }
@@ -77,12 +80,20 @@ type memReader struct {
 	off             int
 }
 
-func (r *memReader) Next(context.Context) (engine.Record, error) {
-	if r.off == r.n || (r.shard == r.m.short && r.off == r.n/2) {
+func (r *memReader) Next(ctx context.Context) (engine.Record, error) {
+	n := r.n
+	if r.shard == r.m.long {
+		n++
+	}
+	if r.off == n || (r.shard == r.m.short && r.off == r.n/2) {
 		return engine.Record{}, io.EOF
 	}
-	if r.m.failAt == fmt.Sprintf("%d/%d", r.shard, r.off) {
+	switch fmt.Sprintf("%d/%d", r.shard, r.off) {
+	case r.m.failAt:
 		return engine.Record{}, errors.New("connection reset")
+	case r.m.stallAt:
+		<-ctx.Done()
+		return engine.Record{}, ctx.Err()
 	}
 	id := make([]byte, 8)
 	binary.LittleEndian.PutUint64(id, uint64(r.first+r.off))
@@ -145,61 +156,118 @@ func TestStreamBatchesAreBitIdenticalForAnyWorkers(t *testing.T) {
 	assert.NotEqual(t, ids[0], ids[1])
 }
 
-func TestStreamSplitsShardsAcrossRanksEvenly(t *testing.T) {
-	counts := []int{9, 13, 4, 11, 6, 8, 2}
-	for _, drop := range []bool{false, true} {
-		t.Run(fmt.Sprintf("drop=%v", drop), func(t *testing.T) {
-			const world = 3
-			seen := map[int]int{}
-			per := -1
-			for rank := range world {
-				d := streamDataset(t, newMemStream(counts...), engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 8, DropUneven: drop})
-				l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, Seed: 1, Rank: rank, WorldSize: world})
-				idx, mem := collect(t, l, 0)
-				assert.Equal(t, idx, mem)
-				n := 0
-				for _, b := range idx {
-					n += len(b)
-					for _, i := range b {
-						seen[i]++
-					}
+// rankIDs loads epoch of a stream of shards of counts as each rank of
+// world and returns the ids each saw, failing unless every rank has as
+// many batches as its Len.
+func rankIDs(t *testing.T, counts []int, world int, sc engine.StreamConfig, cfg engine.Config, epoch int) [][]int {
+	t.Helper()
+	var out [][]int
+	for rank := range world {
+		c := cfg
+		c.Rank, c.WorldSize = rank, world
+		l := newLoader(t, streamDataset(t, newMemStream(counts...), sc), c)
+		idx, mem := collect(t, l, epoch)
+		require.Equal(t, idx, mem, "each record decoded into its own slot")
+		require.Len(t, idx, l.Len(), "rank %d", rank)
+		out = append(out, flat(idx))
+	}
+	return out
+}
+
+func TestStreamSplitsAcrossRanksAsDistributedSampler(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts []int
+		world  int
+	}{
+		{"uneven shards", []int{9, 13, 4, 11, 6, 8, 2}, 3},
+		{"one shard much larger", []int{100, 1}, 2},
+		{"one shard", []int{10}, 4},
+		{"more ranks than shards", []int{3, 4}, 5},
+		{"more ranks than samples", []int{1, 0, 2}, 5},
+		{"empty shards", []int{0, 5, 0, 0, 7, 0}, 4},
+		{"all empty", []int{0, 0}, 2},
+		{"one rank", []int{5, 6}, 1},
+	} {
+		for _, drop := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/drop=%v", tc.name, drop), func(t *testing.T) {
+				sc := engine.StreamConfig{ShuffleShards: true, DropUneven: drop}
+				cfg := engine.Config{BatchSize: 3, Workers: 2, Seed: 7}
+				// One process reads the epoch's whole sequence, in shard order.
+				seq := rankIDs(t, tc.counts, 1, sc, cfg, 2)[0]
+				n := len(seq)
+				per := (n + tc.world - 1) / tc.world
+				padded := slices.Clone(seq)
+				for i := 0; len(padded) < per*tc.world; i++ {
+					padded = append(padded, seq[i%n]) // DistributedSampler pads from the start
 				}
-				if per < 0 {
-					per = n
+				if drop {
+					per = n / tc.world
 				}
-				assert.Equal(t, per, n, "rank %d has as many samples as rank 0", rank)
-				assert.Equal(t, len(idx), l.Len())
-			}
-			if drop {
-				for i, c := range seen {
-					assert.Equal(t, 1, c, "index %d", i)
+				ranks := rankIDs(t, tc.counts, tc.world, sc, cfg, 2)
+				for r, ids := range ranks {
+					assert.Len(t, ids, per, "rank %d: equal counts", r)
 				}
-				assert.Equal(t, 3*per, len(seen))
-			} else {
-				assert.Len(t, seen, 53, "every sample loaded")
-				assert.Equal(t, 3*per, func() int {
-					n := 0
-					for _, c := range seen {
-						n += c
-					}
-					return n
-				}())
-			}
-		})
+				assert.Equal(t, append([]int(nil), padded[:per*tc.world]...), slices.Concat(ranks...),
+					"ranks take contiguous spans of the padded (or cut) sequence, in rank order")
+
+				// Through a shuffle buffer: the same samples, in another order.
+				sc.ShuffleBuffer = 5
+				for r, ids := range rankIDs(t, tc.counts, tc.world, sc, cfg, 2) {
+					assert.ElementsMatch(t, ranks[r], ids, "rank %d", r)
+				}
+			})
+		}
+	}
+}
+
+func TestStreamShardOrderIsPureFunctionOfSeedAndEpoch(t *testing.T) {
+	counts := []int{3, 5, 2, 4, 1, 6}
+	sc := engine.StreamConfig{ShuffleShards: true}
+	seq := func(seed uint64, epoch, world int) []int {
+		return slices.Concat(rankIDs(t, counts, world, sc, engine.Config{BatchSize: 2, Seed: seed, Workers: 1}, epoch)...)
+	}
+	want := seq(1, 3, 1)
+	assert.Equal(t, want, seq(1, 3, 1), "the same (Seed, epoch)")
+	assert.Equal(t, want, seq(1, 3, 3), "any world size: its ranks' spans, in rank order")
+	assert.NotEqual(t, want, seq(1, 4, 1), "another epoch")
+	assert.NotEqual(t, want, seq(2, 3, 1), "another seed")
+	sorted := slices.Sorted(slices.Values(want))
+	assert.Equal(t, sorted, slices.Sorted(slices.Values(seq(2, 3, 1))))
+	first := 0
+	for i, c := range counts { // whole shards, each in record order
+		at := slices.Index(want, first)
+		require.GreaterOrEqual(t, at, 0)
+		for j := range c {
+			assert.Equal(t, first+j, want[at+j], "shard %d, record %d", i, j)
+		}
+		first += c
 	}
 }
 
 func TestStreamReadAheadIsBounded(t *testing.T) {
-	m := newMemStream(200, 200)
-	m.payload = 1000 // about 1 KB a record
-	d := streamDataset(t, m, engine.StreamConfig{ShuffleBuffer: 10, ReadAheadBytes: 20_000})
-	l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, PrefetchFactor: 2})
-	for _, err := range l.Epoch(context.Background(), 0) {
-		require.NoError(t, err)
+	for _, tc := range []struct {
+		bytes       int64
+		buffer, pad int // the records the bound allows
+	}{
+		{20_000, 10, 20},
+		{1, 10, 0}, // less than a record: the reader reads what a Fill waits for
+		{1, 0, 0},
+		{5_000, 40, 5},
+	} {
+		t.Run(fmt.Sprintf("%d bytes, buffer %d", tc.bytes, tc.buffer), func(t *testing.T) {
+			m := newMemStream(200, 200)
+			m.payload = 1000 // about 1 KB a record
+			d := streamDataset(t, m, engine.StreamConfig{ShuffleBuffer: tc.buffer, ReadAheadBytes: tc.bytes})
+			l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, PrefetchFactor: 2})
+			for _, err := range l.Epoch(context.Background(), 0) {
+				require.NoError(t, err)
+			}
+			// The bound, the shuffle buffer, the window of batches, and a record.
+			assert.LessOrEqual(t, m.max, tc.pad+tc.buffer+4*4+1, "records read ahead of their decoding")
+			assert.Equal(t, 400, m.read)
+		})
 	}
-	// The bound, the shuffle buffer, the window of batches, and a record.
-	assert.LessOrEqual(t, m.max, 20+10+4*4+1, "records read ahead of their decoding")
-	assert.Equal(t, 400, m.read)
 }
 
 func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
@@ -210,16 +278,39 @@ func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
 	}{
 		{"read error", func(m *memStream) { m.failAt = "1/3" }, `engine: stream: shard "mem://shard-1", record 3: connection reset`},
 		{"short shard", func(m *memStream) { m.short = 1 }, `engine: stream: shard "mem://shard-1" ended after 4 records, listed with 8`},
+		{"long shard", func(m *memStream) { m.long = 1 }, `engine: stream: shard "mem://shard-1", after record 7: more records than the 8 listed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMemStream(8, 8, 8)
 			tc.set(m)
 			l := newLoader(t, streamDataset(t, m, engine.StreamConfig{}), engine.Config{BatchSize: 4, Workers: 2})
 			numbers, err := untilError(l, 0)
-			assert.Equal(t, []int{0, 1, 2}[:len(numbers)], numbers, "the batches before the bad record")
-			assert.Len(t, numbers, map[string]int{"read error": 2, "short shard": 3}[tc.name])
+			assert.Equal(t, []int{0, 1, 2, 3}[:len(numbers)], numbers, "the batches before the bad record")
+			assert.Len(t, numbers, map[string]int{"read error": 2, "short shard": 3, "long shard": 4}[tc.name])
 			assert.ErrorContains(t, err, tc.msgErr)
 		})
+	}
+}
+
+func TestStreamCancelMidShardEndsTheEpoch(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		m := newMemStream(8, 8)
+		m.stallAt = "1/3" // a read that waits, as a slow server's
+		l := newLoader(t, streamDataset(t, m, engine.StreamConfig{}), engine.Config{BatchSize: 4, Workers: workers})
+		ctx, cancel := context.WithCancel(context.Background())
+		var err error
+		n := 0
+		for _, err = range l.Epoch(ctx, 0) {
+			if err != nil {
+				break
+			}
+			if n++; n == 2 { // the shard's first batch is loaded: cancel inside it
+				cancel()
+			}
+		}
+		cancel()
+		assert.ErrorIs(t, err, context.Canceled, "workers %d", workers)
+		// goleak (TestMain) checks the reader ended.
 	}
 }
 
@@ -250,12 +341,14 @@ func TestStreamConfigErrors(t *testing.T) {
 	}{
 		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for a StreamDataset"},
 		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for a StreamDataset"},
-		{engine.Config{WorldSize: 3, Rank: 2}, "rank 2 has no samples to pad with"},
+		{engine.Config{ShardDropLast: true}, "engine: Config.ShardDropLast: set for a StreamDataset: use StreamConfig.DropUneven"},
 	} {
 		_, err := engine.New(d, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)
 	}
 	_, err := engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ShuffleBuffer: -1})
 	assert.ErrorContains(t, err, "engine: StreamConfig.ShuffleBuffer: -1")
+	_, err = engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ReadAheadBytes: -1})
+	assert.ErrorContains(t, err, "engine: StreamConfig.ReadAheadBytes: -1, want >= 0")
 	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
 }

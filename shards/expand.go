@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -106,19 +107,33 @@ func expandRange(g string) (out []string, ok bool, err error) {
 	lo, hi := parts[0], parts[1]
 	step := 1
 	if len(parts) == 3 {
-		if step, err = strconv.Atoi(parts[2]); err != nil {
+		if !isInt(parts[2]) {
 			return nil, false, nil
+		}
+		if step, err = strconv.Atoi(parts[2]); err != nil {
+			return nil, true, fmt.Errorf("range %q: step %w", g, err)
 		}
 		step = max(step, -step, 1)
 	}
-	a, err1 := strconv.Atoi(lo)
-	b, err2 := strconv.Atoi(hi)
-	letters := err1 != nil && len(lo) == 1 && len(hi) == 1 && isLetter(lo[0]) && isLetter(hi[0])
-	if letters {
+	var a, b int
+	switch {
+	case len(lo) == 1 && len(hi) == 1 && isLetter(lo[0]) && isLetter(hi[0]):
 		a, b = int(lo[0]), int(hi[0])
-	} else if err1 != nil || err2 != nil {
+	case isInt(lo) && isInt(hi):
+		a, err = strconv.Atoi(lo)
+		if err == nil {
+			b, err = strconv.Atoi(hi)
+		}
+		if d := b - a; err == nil && (d >= 0) != (b >= a) {
+			err = errors.New("bounds too far apart")
+		}
+		if err != nil {
+			return nil, true, fmt.Errorf("range %q: %w", g, err)
+		}
+	default:
 		return nil, false, nil
 	}
+	letters := !isInt(lo)
 	width := 0
 	if !letters && (padded(lo) || padded(hi)) {
 		width = max(len(lo), len(hi))
@@ -157,6 +172,13 @@ func expandRange(g string) (out []string, ok bool, err error) {
 		out = append(out, s)
 	}
 	return out, true, nil
+}
+
+// isInt reports whether s is a decimal integer as braceexpand reads one:
+// digits, after an optional minus sign.
+func isInt(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

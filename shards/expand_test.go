@@ -53,6 +53,12 @@ func TestExpandErrors(t *testing.T) {
 		"{a..2}":        `group "{a..2}" at byte 0 is neither`,
 		"{ab..c}":       `group "{ab..c}" at byte 0 is neither`,
 		"{1..2..3..4}":  `group "{1..2..3..4}" at byte 0 is neither`,
+		// Bounds and steps are -?digits, as braceexpand's: no sign +, no spaces.
+		"{+1..3}":    `group "{+1..3}" at byte 0 is neither`,
+		"{1.. 3}":    `group "{1.. 3}" at byte 0 is neither`,
+		"{1..3..+1}": `group "{1..3..+1}" at byte 0 is neither`,
+		"{-9223372036854775808..9223372036854775807}": "bounds too far apart",
+		"{0..99999999999999999999}":                   "value out of range",
 	} {
 		_, err := Expand(pattern)
 		require.Error(t, err, pattern)

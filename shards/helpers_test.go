@@ -28,7 +28,11 @@ func tarBytes(t testing.TB, members ...tarMember) []byte {
 	w := tar.NewWriter(&buf)
 	for _, m := range members {
 		h := &tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: tar.TypeReg}
-		if m.typ != 0 {
+		switch m.typ {
+		case 0:
+		case tar.TypeXGlobalHeader: // as git archive writes one first
+			h = &tar.Header{Typeflag: m.typ, PAXRecords: map[string]string{"comment": m.name}}
+		default:
 			h.Typeflag, h.Size = m.typ, 0
 		}
 		require.NoError(t, w.WriteHeader(h))

@@ -230,7 +230,7 @@ func TestHTTPErrorsNameTheURLAndNeverHang(t *testing.T) {
 	t0 := time.Now()
 	_, err = readVia(o, cctx, f.URL+"/a.tar")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(t0), time.Second)
+	assert.Less(t, time.Since(t0), 30*time.Second, "not the minute of the stall")
 
 	// A server that is gone: connections refused, retried, then an error.
 	gone := httptest.NewServer(http.NotFoundHandler())

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -58,6 +59,7 @@ type Opener struct {
 	client   *http.Client
 	s3Once   sync.Once
 	s3       *s3.Client
+	s3HTTP   atomic.Pointer[http.Client] // of s3, unless it is httpClient()
 	s3Err    error
 }
 
@@ -96,15 +98,33 @@ func (o *Opener) httpClient() *http.Client {
 		return o.HTTPClient
 	}
 	o.httpOnce.Do(func() {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		d := &net.Dialer{Timeout: o.timeout(), KeepAlive: 30 * time.Second}
-		t.DialContext = d.DialContext
-		t.TLSHandshakeTimeout = o.timeout()
-		t.ResponseHeaderTimeout = o.timeout()
-		t.MaxIdleConnsPerHost = 64
-		o.client = &http.Client{Transport: t}
+		o.client = &http.Client{Transport: o.transport(http.DefaultTransport.(*http.Transport).Clone())}
 	})
 	return o.client
+}
+
+// s3HTTPClient returns the client of S3 requests, given the SDK's: the
+// HTTPClient field when set, else one with the SDK's transport (which
+// holds the roots of AWS_CA_BUNDLE or ca_bundle) and the Opener's
+// timeouts. Called once.
+func (o *Opener) s3HTTPClient(sdk s3.HTTPClient) s3.HTTPClient {
+	b, ok := sdk.(*awshttp.BuildableClient)
+	if o.HTTPClient != nil || !ok {
+		return o.httpClient()
+	}
+	c := &http.Client{Transport: o.transport(b.GetTransport())}
+	o.s3HTTP.Store(c)
+	return c
+}
+
+// transport sets t's timeouts to the Opener's and returns it.
+func (o *Opener) transport(t *http.Transport) *http.Transport {
+	d := &net.Dialer{Timeout: o.timeout(), KeepAlive: 30 * time.Second}
+	t.DialContext = d.DialContext
+	t.TLSHandshakeTimeout = o.timeout()
+	t.ResponseHeaderTimeout = o.timeout()
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 func (o *Opener) s3Client(ctx context.Context) (*s3.Client, error) {
@@ -112,15 +132,20 @@ func (o *Opener) s3Client(ctx context.Context) (*s3.Client, error) {
 		return o.S3, nil
 	}
 	o.s3Once.Do(func() {
-		o.s3, o.s3Err = NewS3Client(ctx, func(so *s3.Options) { so.HTTPClient = o.httpClient() })
+		o.s3, o.s3Err = NewS3Client(ctx, func(so *s3.Options) { so.HTTPClient = o.s3HTTPClient(so.HTTPClient) })
 	})
 	return o.s3, o.s3Err
 }
 
 // CloseIdleConnections closes the idle connections of the Opener's HTTP
-// client, which its S3 client shares unless S3 was set; for example when
-// a job is done with its shards.
-func (o *Opener) CloseIdleConnections() { o.httpClient().CloseIdleConnections() }
+// and S3 clients (but an S3 field's own); for example when a job is done
+// with its shards.
+func (o *Opener) CloseIdleConnections() {
+	o.httpClient().CloseIdleConnections()
+	if c := o.s3HTTP.Load(); c != nil {
+		c.CloseIdleConnections()
+	}
+}
 
 // kind is how a shard name is read.
 type kind int

@@ -20,7 +20,8 @@ import (
 // (else AWS_DEFAULT_REGION), AWS_PROFILE, AWS_ENDPOINT_URL_S3 (else
 // AWS_ENDPOINT_URL) and the files ~/.aws/config and ~/.aws/credentials
 // (or AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE), including their
-// endpoint_url settings. A custom endpoint (MinIO, versitygw, Ceph, R2...)
+// endpoint_url settings, and AWS_CA_BUNDLE (or ca_bundle) for the
+// certificates of an HTTPS endpoint; an Opener's requests keep them. A custom endpoint (MinIO, versitygw, Ceph, R2...)
 // is addressed path-style (http://host/bucket/key), as the AWS CLI does
 // for one; without a region, us-east-1. optFns adjust the client's
 // options last.

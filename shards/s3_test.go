@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -209,4 +212,39 @@ func TestS3KillAndRestart(t *testing.T) {
 			require.NoError(t, srv.Restart())
 		})
 	}
+}
+
+// TestS3CABundle reads an object over HTTPS from an endpoint whose
+// certificate only AWS_CA_BUNDLE vouches for, as the AWS CLI does.
+func TestS3CABundle(t *testing.T) {
+	want := []byte("shard bytes")
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/data/a.tar" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Write(want)
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	t.Setenv("AWS_CA_BUNDLE", ca)
+	t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	o := &Opener{MaxRetries: -1}
+	defer o.CloseIdleConnections()
+	got, err := readVia(o, context.Background(), "s3://data/a.tar")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	t.Setenv("AWS_CA_BUNDLE", "")
+	os.Unsetenv("AWS_CA_BUNDLE")
+	o2 := &Opener{MaxRetries: -1}
+	defer o2.CloseIdleConnections()
+	_, err = readVia(o2, context.Background(), "s3://data/a.tar")
+	assert.ErrorContains(t, err, "shards: s3://data/a.tar: ")
+	assert.ErrorContains(t, err, "certificate", "no bundle: the server's certificate is unknown")
 }

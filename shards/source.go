@@ -281,9 +281,18 @@ func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, 
 }
 
 // Field returns the bytes of rec's member ext, or an error naming the
-// shard, the sample and the members it has.
+// shard, the sample and the members it has. As in a WebDataset sample,
+// "__key__" is the sample's key and "__url__" its shard, unless the
+// sample has members of those names.
 func Field(rec engine.Record, ext string) ([]byte, error) {
 	b, ok := rec.Fields[ext]
+	switch {
+	case ok:
+	case ext == "__key__":
+		return []byte(rec.Key), nil
+	case ext == "__url__":
+		return []byte(rec.Shard), nil
+	}
 	if !ok {
 		return nil, fmt.Errorf("shards: %s: sample %q has no .%s member (it has %s)", rec.Shard, rec.Key, ext, fieldList(rec.Fields))
 	}

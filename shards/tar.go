@@ -42,11 +42,13 @@ func isMeta(name string) bool {
 
 // TarReader reads the samples of one WebDataset tar shard, in order:
 // consecutive members with the same key make one engine.Record, their
-// bytes keyed by extension. Directories, links and WebDataset metadata
-// members are skipped. A member without a key, a repeated extension
-// within a sample, a member larger than the limit and a truncated tar
-// (cut inside a member or before the end-of-archive blocks) are errors
-// naming the shard and the member. It is an engine.RecordReader.
+// bytes keyed by extension. Directories, global PAX headers and WebDataset
+// metadata members are skipped; long names (PAX or GNU) are read whole. A
+// member without a key, a repeated extension within a sample, a link, a
+// device, a pipe or a sparse file, a member larger than the limit and a
+// truncated tar (cut inside a member or before the end-of-archive blocks)
+// are errors naming the shard and the member. It is an
+// engine.RecordReader.
 type TarReader struct {
 	shard     string
 	rc        io.Closer
@@ -201,13 +203,37 @@ func (t *TarReader) header() (*tar.Header, error) {
 	t.last = h.Name
 	t.members++
 	t.dataEnd = t.end.n + (h.Size+511)/512*512
-	if h.Typeflag != tar.TypeReg || isMeta(h.Name) {
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeCont: // regular files, as Python's tarfile has them
+	case tar.TypeDir, tar.TypeXGlobalHeader, 'V': // no data of a sample (V: a GNU volume label)
+		return nil, nil
+	default:
+		return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(h.Typeflag))
+	}
+	if isMeta(h.Name) {
 		return nil, nil
 	}
 	if _, _, ok := SplitKey(h.Name); !ok {
 		return nil, t.errorf("member %q has no sample key: want key.extension, as WebDataset names members", h.Name)
 	}
 	return h, nil
+}
+
+// typeName names a tar member type.
+func typeName(typ byte) string {
+	switch typ {
+	case tar.TypeLink:
+		return "a hard link"
+	case tar.TypeSymlink:
+		return "a symbolic link"
+	case tar.TypeChar, tar.TypeBlock:
+		return "a device"
+	case tar.TypeFifo:
+		return "a named pipe"
+	case tar.TypeGNUSparse:
+		return "a sparse file"
+	}
+	return fmt.Sprintf("of type %q", typ)
 }
 
 func (t *TarReader) errorf(format string, args ...any) error {

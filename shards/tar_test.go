@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,7 +65,8 @@ func TestTarReaderGroupsMembersByKey(t *testing.T) {
 		tarMember{name: "train/a.CLS", data: []byte("1")},
 		tarMember{name: "train/b.jpg", data: []byte("B")},
 		tarMember{name: "train/b.seg.png", data: []byte("BS")},
-		tarMember{name: "link.jpg", typ: tar.TypeSymlink},
+		tarMember{name: "pax_global_header", typ: tar.TypeXGlobalHeader},
+		tarMember{name: "__x__/c.txt", data: []byte("skipped")},
 		tarMember{name: "c.txt", data: nil},
 	)
 	recs, err := readAll(t, data)
@@ -74,6 +76,12 @@ func TestTarReaderGroupsMembersByKey(t *testing.T) {
 	assert.Equal(t, engine.Record{Key: "train/b", Shard: "mem.tar", Fields: map[string][]byte{"jpg": []byte("B"), "seg.png": []byte("BS")}}, recs[1])
 	assert.Equal(t, "c", recs[2].Key)
 	assert.Equal(t, []byte{}, recs[2].Fields["txt"])
+	key, err := Field(recs[1], "__key__")
+	require.NoError(t, err)
+	assert.Equal(t, "train/b", string(key), "WebDataset's __key__")
+	url, err := Field(recs[1], "__url__")
+	require.NoError(t, err)
+	assert.Equal(t, "mem.tar", string(url))
 	n, err := count(t, data)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
@@ -87,6 +95,36 @@ func TestTarReaderGroupsMembersByKey(t *testing.T) {
 	assert.Zero(t, n)
 }
 
+func TestTarReaderLongNamesAndTypes(t *testing.T) {
+	dir := strings.Repeat("a.dir/", 30) // dots in folder names are not the key's
+	for _, format := range []tar.Format{tar.FormatPAX, tar.FormatGNU} {
+		var buf bytes.Buffer
+		w := tar.NewWriter(&buf)
+		for _, m := range []struct {
+			name string
+			typ  byte
+		}{
+			{dir + "ключ.a.b.c.jpg", tar.TypeReg}, // longer than the 100 bytes of a ustar name
+			{dir + "ключ.cls", tar.TypeCont},      // a regular file to Python's tarfile too
+			{dir + "second.cls", tar.TypeReg},
+		} {
+			require.NoError(t, w.WriteHeader(&tar.Header{Name: m.name, Typeflag: m.typ, Size: 1, Mode: 0o644, Format: format}))
+			_, err := w.Write([]byte("x"))
+			require.NoError(t, err)
+		}
+		require.NoError(t, w.Close())
+		recs, err := readAll(t, buf.Bytes())
+		require.NoError(t, err, format)
+		require.Len(t, recs, 2, format)
+		assert.Equal(t, dir+"ключ", recs[0].Key, format)
+		assert.Equal(t, map[string][]byte{"a.b.c.jpg": []byte("x"), "cls": []byte("x")}, recs[0].Fields, format)
+		assert.Equal(t, dir+"second", recs[1].Key, format)
+		n, err := count(t, buf.Bytes())
+		require.NoError(t, err)
+		assert.Equal(t, 2, n, format)
+	}
+}
+
 func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
 	good := tarBytes(t, sampleMembers(0)...)
 	// The offset of the end of s000000.bin's data: header, .cls, header, .bin.
@@ -98,6 +136,12 @@ func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
 		"no key":          {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "README", data: []byte("x")}), `mem.tar: member "README" has no sample key`},
 		"hidden":          {tarBytes(t, tarMember{name: "dir/.jpg"}), `member "dir/.jpg" has no sample key`},
 		"duplicate":       {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "a.JPG"}), `mem.tar: member "a.JPG": sample "a" already has a .jpg member`},
+		"duplicate field": {tarBytes(t, tarMember{name: "d/a.b.c.jpg"}, tarMember{name: "d/a.B.c.JPG"}), `mem.tar: member "d/a.B.c.JPG": sample "d/a" already has a .b.c.jpg member`},
+		"no dot":          {tarBytes(t, tarMember{name: "a.b/noext", data: []byte("x")}), `mem.tar: member "a.b/noext" has no sample key`},
+		"dot first":       {tarBytes(t, tarMember{name: ".jpg", data: []byte("x")}), `mem.tar: member ".jpg" has no sample key`},
+		"symlink":         {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "a.png", typ: tar.TypeSymlink}), `mem.tar: member "a.png" is a symbolic link, not a regular file`},
+		"hard link":       {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "b.jpg", typ: tar.TypeLink}), `mem.tar: member "b.jpg" is a hard link, not a regular file`},
+		"fifo":            {tarBytes(t, tarMember{name: "a.pipe", typ: tar.TypeFifo}), `mem.tar: member "a.pipe" is a named pipe, not a regular file`},
 		"cut in data":     {good[:binEnd-1], `mem.tar: member "s000000.bin": truncated: unexpected EOF`},
 		"cut in header":   {good[:1024+100], `mem.tar: after member "s000000.cls": truncated or corrupt header: unexpected EOF`},
 		"cut at boundary": {good[:len(good)-1024], `mem.tar: truncated after member "s000000.json": no end-of-archive blocks`},

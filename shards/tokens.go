@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync/atomic"
@@ -24,7 +25,8 @@ type TokenConfig struct {
 	DType collate.DType
 	// Out is the field's element type: 0 means DType, and each window is
 	// copied as is; collate.Int32 or collate.Int64 widen the tokens while
-	// copying (nanoGPT's astype(np.int64)).
+	// copying (nanoGPT's astype(np.int64)); a uint32 token that Int32
+	// cannot hold is an error naming it.
 	Out collate.DType
 	// Field names the schema's one field, of shape [Context+1]; "" means
 	// "tokens".
@@ -176,11 +178,13 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 			start = d.randomStart(b.Seed(i))
 		}
 		out := dst[i*row : (i+1)*row]
+		var err error
 		if end := (start + int64(d.cfg.Context) + 1) * es; all != nil && start >= 0 && end <= int64(len(all)) {
-			convertTokens(out, all[start*es:end], d.cfg.DType, d.cfg.Out)
-			continue
+			err = d.convert(out, all[start*es:end], start)
+		} else {
+			err = d.window(out, index, start) // read from the file, or an error
 		}
-		if err := d.window(out, index, start); err != nil { // read from the file, or an error
+		if err != nil {
 			return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
 		}
 	}
@@ -203,8 +207,7 @@ func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
 	if src := d.file.view(off, nbytes); src != nil {
-		convertTokens(dst, src, d.cfg.DType, d.cfg.Out)
-		return nil
+		return d.convert(dst, src, start)
 	}
 	if d.cfg.Out == d.cfg.DType && littleEndian {
 		if err := d.file.readAt(dst, off); err != nil {
@@ -216,7 +219,21 @@ func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	if err := d.file.readAt(buf, off); err != nil {
 		return fmt.Errorf("shards: Tokens: %s: window at token %d: %w", d.path, start, err)
 	}
-	convertTokens(dst, buf, d.cfg.DType, d.cfg.Out)
+	return d.convert(dst, buf, start)
+}
+
+// convert writes the window src, from token start, into dst as
+// TokenConfig.Out; a uint32 token that Out cannot hold is an error.
+func (d *TokenDataset) convert(dst, src []byte, start int64) error {
+	convertTokens(dst, src, d.cfg.DType, d.cfg.Out)
+	if d.cfg.DType != collate.Uint32 || d.cfg.Out != collate.Int32 {
+		return nil
+	}
+	for i := 0; i < len(src); i += 4 {
+		if v := binary.LittleEndian.Uint32(src[i:]); v > math.MaxInt32 {
+			return fmt.Errorf("shards: Tokens: %s: token %d is %d, more than int32 (TokenConfig.Out) holds: is the file's DType right?", d.path, start+int64(i/4), v)
+		}
+	}
 	return nil
 }
 

@@ -271,3 +271,37 @@ func copyWindows(dsts [][]byte, src []byte, order []int, ctx, batch int) {
 	}
 	wg.Wait()
 }
+
+// A uint32 token that int32 cannot hold (a file of another DType, most
+// likely) is an error naming the file and token, through Fill and
+// FillBatch, never a negative token id.
+func TestTokensOutOfRangeForInt32(t *testing.T) {
+	buf := make([]byte, 4*40)
+	for i := range 40 {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(i))
+	}
+	binary.LittleEndian.PutUint32(buf[4*13:], 1<<31)
+	path := filepath.Join(t.TempDir(), "big.bin")
+	require.NoError(t, os.WriteFile(path, buf, 0o644))
+	d, err := Tokens(path, TokenConfig{Context: 4, DType: collate.Uint32, Out: collate.Int32})
+	require.NoError(t, err)
+	defer d.Close()
+	for _, w := range []int{0, 2} {
+		l, err := engine.New(d, engine.Config{BatchSize: 2, Workers: w, WorldSize: 1, Backend: "cpu"})
+		require.NoError(t, err)
+		var got error
+		for _, err := range l.Epoch(context.Background(), 0) {
+			if err != nil {
+				got = err
+				break
+			}
+		}
+		require.NoError(t, l.Close())
+		assert.ErrorContains(t, got, "big.bin: token 13 is 2147483648, more than int32 (TokenConfig.Out) holds", "workers %d", w)
+	}
+	wide, err := Tokens(path, TokenConfig{Context: 4, DType: collate.Uint32, Out: collate.Int64})
+	require.NoError(t, err)
+	defer wide.Close()
+	rows, _ := windows(t, wide, engine.Config{BatchSize: 2}, 0)
+	assert.Equal(t, []uint32{12, 1 << 31, 14, 15, 16}, rows[3], "int64 holds it")
+}

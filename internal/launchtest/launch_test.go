@@ -64,6 +64,19 @@ func runRank(dir string, rank, worldSize int) (result, error) {
 	if err != nil {
 		return r, fmt.Errorf("map-style: %w", err)
 	}
+	sd, err := stream(dir, 8)
+	if err != nil {
+		return r, err
+	}
+	if r.Stream, _, _, _, _, _, err = ids(ctx, sd, cfg); err != nil {
+		return r, fmt.Errorf("stream: %w", err)
+	}
+	return r, nil
+}
+
+// stream returns the job's stream of shards, read through a shuffle
+// buffer of buffer records.
+func stream(dir string, buffer int) (*engine.StreamDataset, error) {
 	src, err := shards.New(filepath.Join(dir, "shards", fmt.Sprintf("train-{0000..%04d}.tar", len(shardCounts)-1)), idSchema,
 		func(_ context.Context, rec engine.Record, s *engine.Slot) error {
 			id, err := shards.Int(rec, "cls")
@@ -77,16 +90,19 @@ func runRank(dir string, rank, worldSize int) (result, error) {
 			return nil
 		})
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	sd, err := engine.FromStream(ctx, src, engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 8})
-	if err != nil {
-		return r, err
-	}
-	if r.Stream, _, _, _, _, _, err = ids(ctx, sd, cfg); err != nil {
-		return r, fmt.Errorf("stream: %w", err)
-	}
-	return r, nil
+	return engine.FromStream(context.Background(), src, engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: buffer})
+}
+
+// streamIDs returns the ids rank of world loads from the job's stream
+// through no shuffle buffer.
+func streamIDs(t *testing.T, dir string, rank, world int) []int {
+	sd, err := stream(dir, 0)
+	require.NoError(t, err)
+	got, _, _, _, _, _, err := ids(context.Background(), sd, engine.Config{BatchSize: batch, Seed: seed, Rank: rank, WorldSize: world, Backend: "cpu"})
+	require.NoError(t, err)
+	return got
 }
 
 func ids(ctx context.Context, ds engine.Dataset, cfg engine.Config) (got []int, rank, world, local int, source, localSource string, err error) {
@@ -251,39 +267,22 @@ func check(t *testing.T, dir, wantSource, wantLocal string) {
 		}
 	}
 
-	// Streaming: whole shards per rank, disjoint and complete; equal counts,
-	// a rank with fewer samples repeating its own first ones.
-	total := 0
-	first := map[int]int{} // shard of each id
-	for i, n := range shardCounts {
-		for j := range n {
-			first[total+j] = i
-		}
-		total += n
-	}
-	owner := map[int]int{}
+	// Streaming: the epoch's sequence of samples (shards in the epoch's
+	// order, as one process reads them through no shuffle buffer), padded
+	// from its start to a multiple of the world size; each rank reads one
+	// contiguous span of it through its shuffle buffer. Equal counts,
+	// disjoint but for the padding, complete.
+	one := streamIDs(t, dir, 0, 1)
+	var spans []int
 	for r, res := range rs {
-		assert.Len(t, res.Stream, len(rs[0].Stream), "rank %d: equal counts", r)
-		distinct := map[int]bool{}
-		for _, id := range res.Stream {
-			if o, ok := owner[id]; ok && o != r {
-				t.Errorf("id %d on ranks %d and %d", id, o, r)
-			}
-			owner[id] = r
-			distinct[id] = true
-		}
-		shardsOf := map[int]bool{}
-		for id := range distinct {
-			shardsOf[first[id]] = true
-		}
-		n := 0
-		for s := range shardsOf {
-			n += shardCounts[s]
-		}
-		assert.Len(t, distinct, n, "rank %d: whole shards", r)
-		assert.Len(t, res.Stream, max(n, len(res.Stream)), "rank %d: pads by repeating, never drops", r)
+		span := streamIDs(t, dir, r, world)
+		assert.ElementsMatch(t, span, res.Stream, "rank %d: its span, through its shuffle buffer", r)
+		assert.Len(t, res.Stream, (len(one)+world-1)/world, "rank %d: equal counts", r)
+		spans = append(spans, span...)
 	}
-	assert.Len(t, owner, total, "complete")
+	assert.Len(t, one, 68, "the sum of shardCounts")
+	want := append(slices.Clone(one), one[:len(spans)-len(one)]...)
+	assert.Equal(t, want, spans, "the ranks' spans, in rank order, are the padded sequence")
 }
 
 func TestTorchrun(t *testing.T) {
