@@ -88,6 +88,11 @@ func (o Out) ElemBytes() int {
 // column j reads region columns HB[2j]+t, t < HB[2j+1], weighted
 // HK[j*HKS+t] (fixed point, 22 fractional bits), and output row i reads
 // rows VB[2i]+t of the horizontally resized region weighted VK[i*VKS+t].
+//
+// With Fast set the plan runs the fast resampling (see tb_image.h), which
+// writes acc*Scale[c] + Bias[c] (float outputs) or truncates
+// acc/16384 + 0.5 (uint8 ones: Scale 1/16384, Bias 0.5), where acc is an
+// output value with 14 fractional bits.
 type Plan struct {
 	X0, Y0, X1, Y1 int
 	OW, OH         int
@@ -96,6 +101,8 @@ type Plan struct {
 	Flip           bool
 	Out            Out
 	Mean, Std      [3]float32
+	Fast           bool
+	Scale, Bias    [3]float32
 }
 
 // DstBytes returns the bytes the plan writes.
@@ -265,8 +272,13 @@ func (d *ImageDecoder) load(p *Plan, dst []byte) error {
 		c.flip = 1
 	}
 	c.out = C.int32_t(p.Out)
+	c.fast = 0
+	if p.Fast {
+		c.fast = 1
+	}
 	for i := range 3 {
 		c.mean[i], c.std[i] = C.float(p.Mean[i]), C.float(p.Std[i])
+		c.scale[i], c.bias[i] = C.float(p.Scale[i]), C.float(p.Bias[i])
 	}
 	return nil
 }

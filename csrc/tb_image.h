@@ -6,12 +6,21 @@
  * horizontally as it arrives, each output row vertically as soon as its
  * source rows are in, then flipped, normalized and written into the slot.
  *
- * The resampling is Pillow's (libImaging/Resample.c): a separable filter
- * with fixed-point coefficients of 22 fractional bits, horizontal pass
- * first, each pass rounded and clamped to 8 bits. The coefficients come
- * from the caller (package vision computes them as Pillow does), so every
- * path here, and vision's Go reference, gives the same bits. Pixels are
- * RGBX: 4 bytes, the fourth ignored. */
+ * The exact resampling is Pillow's (libImaging/Resample.c): a separable
+ * filter with fixed-point coefficients of 22 fractional bits, horizontal
+ * pass first, each pass rounded and clamped to 8 bits. The coefficients
+ * come from the caller (package vision computes them as Pillow does), so
+ * every path here, and vision's Go reference, gives the same bits. Pixels
+ * are RGBX: 4 bytes, the fourth ignored.
+ *
+ * The fast resampling (tb_plan.fast) uses the same plan with coarser
+ * arithmetic, in the order that costs least: the vertical pass first, in
+ * 16 bits (coefficients rounded to 15 fractional bits, each product
+ * truncated to 7), rounded and clamped to 8 bits; then the horizontal pass
+ * from planar rows (coefficients rounded to 14 fractional bits, sums in 32
+ * bits), written as acc * scale[c] + bias[c] (float32, a multiply then an
+ * add, each rounded). Within 2 of the exact resampling, usually within 1;
+ * vision's Go reference of it gives the same bits. */
 #ifndef TB_IMAGE_H
 #define TB_IMAGE_H
 
@@ -55,6 +64,8 @@ typedef struct tb_plan {
 	int32_t flip; /* mirror the output left to right */
 	int32_t out;  /* TB_OUT_* */
 	float mean[3], std[3];
+	int32_t fast;            /* the fast resampling (see above) */
+	float scale[3], bias[3]; /* fast: float outputs; uint8 ones take 1/16384 and 0.5, then truncate */
 } tb_plan;
 
 /* How to decode a JPEG. */
@@ -82,7 +93,8 @@ void tb_jpeg_close(tb_jpeg_lib *lib);
 
 /* Decodes data (n bytes) per q and resamples it per p into dst, on path
  * (TB_PATH_*). The plan's region is in the coordinates of the
- * DCT-scaled image. */
+ * DCT-scaled image. The fast resampling has libjpeg write RGB (3 bytes a
+ * pixel; a CMYK JPEG, RGBX). */
 int tb_jpeg_resample(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *q, const tb_plan *p, void *dst, int path);
 
 /* Decodes the region [x0,x1) x [y0,y1) (DCT-scaled coordinates) as RGBX

@@ -28,8 +28,9 @@ func BenchmarkDecode(b *testing.B) {
 		t    vision.Transform
 	}{
 		{"train", vision.Train(224)},
-		{"train-fast", vision.Transform{Train: true, Size: 224, Mode: vision.Fast}},
+		{"train-exact", vision.Transform{Train: true, Size: 224, Mode: vision.Exact}},
 		{"eval", vision.Eval(224)},
+		{"eval-exact", vision.Transform{Size: 224, Mode: vision.Exact}},
 		{"train-uint8", vision.Transform{Train: true, Size: 224, Output: vision.Uint8HWC}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -236,8 +236,8 @@ func (d *Dataset) put(sc *scratch) {
 
 // jpegOpts is how a JPEG is decoded by libjpeg-turbo.
 type jpegOpts struct {
-	denom     int
-	noFancy   bool
+	denom     int  // DCT scaling 1/denom
+	fastDCT   bool // libjpeg's fast integer IDCT (JDCT_IFAST)
 	maxPixels int64
 }
 
@@ -260,10 +260,10 @@ func (d *Dataset) decode(sc *scratch, data []byte, geom func(w, h int) Geometry,
 			g := geom(h.w, h.h)
 			o := jpegOpts{denom: 1, maxPixels: d.o.maxPixels}
 			if t.Mode == Fast {
-				// DCT scaling only: libjpeg-turbo 2.1's merged (non-fancy)
-				// upsampling returns a stale row after jpeg_skip_scanlines
-				// skips an odd number of rows, so it is never used.
-				o.denom = dctDenom(g)
+				// DCT scaling and the fast IDCT, as Pillow's draft mode and
+				// tf.data's decode_jpeg do; not Pillow's merged upsampling,
+				// which jpeg_skip_scanlines breaks (TestDecodeIndependentOfHistory).
+				o.denom, o.fastDCT = dctDenom(g), true
 			}
 			sw, sh := ceilDiv(h.w, o.denom), ceilDiv(h.h, o.denom)
 			sc.build(g, t, o.denom, sw, sh)

@@ -29,7 +29,7 @@ func checkGuard(t *testing.T, b []byte, n int, what string) {
 }
 
 // Every C path gives the Go reference's bits, for random images,
-// geometries, outputs and flips.
+// geometries, outputs, flips and both modes.
 func TestKernelsMatchGoReference(t *testing.T) {
 	if !hasNative {
 		t.Skip("built without cgo: the Go reference is the only path")
@@ -41,7 +41,7 @@ func TestKernelsMatchGoReference(t *testing.T) {
 	var gs goScratch
 	for it := range 300 {
 		w, h := 1+rng.IntN(200), 1+rng.IntN(200)
-		tr := Transform{Train: rng.IntN(2) == 0, Size: 1 + rng.IntN(70), Output: Output(rng.IntN(5))}
+		tr := Transform{Train: rng.IntN(2) == 0, Size: 1 + rng.IntN(70), Output: Output(rng.IntN(5)), Mode: Mode(rng.IntN(2))}
 		if !tr.Train {
 			tr.ResizeSize = 1 + rng.IntN(90)
 		}
@@ -66,9 +66,9 @@ func TestKernelsMatchGoReference(t *testing.T) {
 	}
 }
 
-// The fused JPEG path (decode into the band, resample, write) equals the
-// region decode followed by the Go reference, for every DCT scaling and
-// upsampling.
+// The fused JPEG path (decode into the band or the fast mode's ring,
+// resample, write) equals the region decode followed by the Go reference,
+// for every DCT scaling and both modes.
 func TestJPEGFusedMatchesRegionAndReference(t *testing.T) {
 	_, lib, _ := jpegDecoder()
 	if lib == nil {
@@ -87,7 +87,7 @@ func TestJPEGFusedMatchesRegionAndReference(t *testing.T) {
 		hd, err := parseJPEG(data)
 		require.NoError(t, err)
 		for it := range 12 {
-			tr := Transform{Train: it%3 != 0, Size: 8 + rng.IntN(40), Output: Output(rng.IntN(5))}.withDefaults()
+			tr := Transform{Train: it%3 != 0, Size: 8 + rng.IntN(40), Output: Output(rng.IntN(5)), Mode: Mode(it % 2)}.withDefaults()
 			g := tr.Geometry(hd.w, hd.h, rng)
 			o := jpegOpts{denom: []int{1, 1, 2, 4, 8}[rng.IntN(5)], maxPixels: 1 << 30}
 			sw, sh := ceilDiv(hd.w, o.denom), ceilDiv(hd.h, o.denom)

@@ -74,12 +74,13 @@ func cpath(p collate.Path) csrc.Path {
 
 func (n *native) plan(p *plan) *csrc.Plan {
 	n.p = csrc.Plan{X0: p.x0, Y0: p.y0, X1: p.x1, Y1: p.y1, OW: p.ow, OH: p.oh, HKS: p.hks, VKS: p.vks,
-		HB: p.hb, HK: p.hk, VB: p.vb, VK: p.vk, Flip: p.flip, Out: csrc.Out(p.out), Mean: p.mean, Std: p.std}
+		HB: p.hb, HK: p.hk, VB: p.vb, VK: p.vk, Flip: p.flip, Out: csrc.Out(p.out), Mean: p.mean, Std: p.std,
+		Fast: p.fast, Scale: p.scale, Bias: p.bias}
 	return &n.p
 }
 
 func (o jpegOpts) request(h jpegHeader) csrc.JPEGRequest {
-	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, Fancy: !o.noFancy}
+	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, Fancy: true, FastDCT: o.fastDCT}
 }
 
 func (n *native) jpeg(path collate.Path, data []byte, h jpegHeader, o jpegOpts, p *plan, dst []byte) error {

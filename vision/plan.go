@@ -18,6 +18,11 @@ const precisionBits = 22
 // vb[2i]+t of the horizontally resized region, weighted vk[i*vks+t]. The
 // C kernels (csrc/tb_image.c) and the Go reference below run the same
 // integer arithmetic, so they agree bit for bit.
+//
+// A fast plan (Mode Fast) runs the fast resampling: the vertical pass
+// first, in 16 bits, then the horizontal one (see resampleFastGo and
+// csrc/tb_image.h); its outputs are acc*scale[c] + bias[c], where acc is
+// the value with 14 fractional bits.
 type plan struct {
 	x0, y0, x1, y1 int
 	ow, oh         int
@@ -26,6 +31,8 @@ type plan struct {
 	flip           bool
 	out            Output
 	mean, std      [3]float32
+	fast           bool
+	scale, bias    [3]float32
 }
 
 // scaledSpan maps the box span [b, b+n) of a source axis to an axis
@@ -140,6 +147,16 @@ func (p *plan) build(g Geometry, t *Transform, denom, sw, sh int) {
 	p.flip = g.Flip
 	p.out = t.Output
 	p.mean, p.std = t.Mean, t.Std
+	p.fast = t.Mode == Fast
+	for c := range 3 {
+		switch t.Output {
+		case Uint8HWC, Uint8CHW: // acc/16384 + 0.5, truncated: rounded to the nearest byte
+			p.scale[c], p.bias[c] = 1.0/16384, 0.5
+		default: // ((acc/16384)/255 - mean) / std
+			p.scale[c] = float32(1 / (16384 * 255 * float64(t.Std[c])))
+			p.bias[c] = float32(-float64(t.Mean[c]) / float64(t.Std[c]))
+		}
+	}
 }
 
 func (p *plan) dstBytes() int { return p.ow * p.oh * 3 * p.out.elemBytes() }
@@ -247,6 +264,10 @@ type goScratch struct {
 // resampleGo is the Go reference of tb_resample: src holds the region's
 // RGBX rows, stride bytes apart.
 func resampleGo(dst, src []byte, stride int, p *plan, s *goScratch) {
+	if p.fast {
+		resampleFastGo(dst, src, stride, 4, p, s)
+		return
+	}
 	ms := p.ow * 4
 	rows := p.y1 - p.y0
 	s.mid = grow(s.mid, rows*ms)
@@ -258,5 +279,83 @@ func resampleGo(dst, src []byte, stride int, p *plan, s *goScratch) {
 	for i := range p.oh {
 		vpassGo(s.line, s.mid, ms, p, i)
 		writeRowGo(dst, s.line, p, i, s.fl)
+	}
+}
+
+// The fast resampling's coefficients: 15 fractional bits (vertical) and 14
+// (horizontal), from the plan's 22.
+func fastVK(k int32) uint16 { return uint16((k + 64) >> 7) }
+func fastHK(k int32) int16  { return int16((k + 128) >> 8) }
+
+// resampleFastGo is the Go reference of the fast resampling: src holds the
+// region's rows of bpp bytes a pixel (RGB or RGBX), stride bytes apart.
+// Each output row is the vertical pass over its source rows, summed in 16
+// bits (each product v*k truncated by 8 bits, so the sum has 7 fractional
+// bits) then rounded and clamped to a byte; then, channel by channel, the
+// horizontal pass: the taps' sum in 32 bits, 14 fractional bits.
+func resampleFastGo(dst, src []byte, stride, bpp int, p *plan, s *goScratch) {
+	w, ow := p.x1-p.x0, p.ow
+	s.line = grow(s.line, w*bpp+3*w)
+	fv, planes := s.line[:w*bpp], s.line[w*bpp:]
+	s.fl = grow(s.fl, 3*ow)
+	for i := range p.oh {
+		ymin, n := int(p.vb[2*i]), int(p.vb[2*i+1])
+		k := p.vk[i*p.vks : i*p.vks+n]
+		for b := range fv {
+			var acc uint16
+			for t, kt := range k {
+				acc += uint16(uint32(src[(ymin+t)*stride+b]) * uint32(fastVK(kt)) >> 8)
+			}
+			fv[b] = byte(min((acc+64)>>7, 255))
+		}
+		for x := range w {
+			for c := range 3 {
+				planes[c*w+x] = fv[bpp*x+c]
+			}
+		}
+		for c := range 3 {
+			pl, fl := planes[c*w:(c+1)*w], s.fl[c*ow:(c+1)*ow]
+			for j := range ow {
+				sj := j
+				if p.flip {
+					sj = ow - 1 - j
+				}
+				lo, n := int(p.hb[2*sj]), int(p.hb[2*sj+1])
+				var acc int32
+				for t, kt := range p.hk[sj*p.hks : sj*p.hks+n] {
+					acc += int32(pl[lo+t]) * int32(fastHK(kt))
+				}
+				fl[j] = float32(float32(acc)*p.scale[c]) + p.bias[c]
+			}
+			writeFastRow(dst, fl, p, c, i)
+		}
+	}
+}
+
+// writeFastRow writes channel c of output row i, as floats in fl, into dst.
+func writeFastRow(dst []byte, fl []float32, p *plan, c, i int) {
+	ow, plane := p.ow, p.ow*p.oh
+	switch p.out {
+	case Float32CHW:
+		copy(unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), 3*plane)[c*plane+i*ow:], fl)
+	case Float16CHW:
+		collate.F32ToF16(unsafe.Slice((*collate.F16)(unsafe.Pointer(&dst[2*(c*plane+i*ow)])), ow), fl)
+	case BFloat16CHW:
+		collate.F32ToBF16(unsafe.Slice((*collate.BF16)(unsafe.Pointer(&dst[2*(c*plane+i*ow)])), ow), fl)
+	case Uint8CHW, Uint8HWC:
+		at, step := c*plane+i*ow, 1
+		if p.out == Uint8HWC {
+			at, step = i*ow*3+c, 3
+		}
+		for j, x := range fl {
+			v := byte(0)
+			switch {
+			case x >= 255:
+				v = 255
+			case x > 0:
+				v = byte(int(x))
+			}
+			dst[at+j*step] = v
+		}
 	}
 }

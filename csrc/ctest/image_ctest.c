@@ -29,32 +29,38 @@ static uint8_t *slurp(const char *dir, const char *name, size_t *n) {
 	return b;
 }
 
-/* A plan that maps a w x h region onto itself (one tap of weight 1), or
- * halves it (two taps of 1/2) when half is set. */
+/* A plan that maps a w x h region onto itself (one tap of weight 1),
+ * halves it (two taps of 1/2) when half is 1, or doubles it (each pixel
+ * twice) when half is 2; fast picks the fast resampling. */
 typedef struct {
 	tb_plan p;
 	int32_t *hb, *hk, *vb, *vk;
 } test_plan;
 
-static void make_plan(test_plan *t, int w, int h, int half, int out, int flip) {
-	int ow = half ? w / 2 : w, oh = half ? h / 2 : h, ks = half ? 2 : 1;
+static void make_plan(test_plan *t, int w, int h, int half, int out, int flip, int fast) {
+	int ow = half == 1 ? w / 2 : half == 2 ? 2 * w : w, oh = half == 1 ? h / 2 : half == 2 ? 2 * h : h, ks = half == 1 ? 2 : 1;
 	t->hb = calloc((size_t)ow * 2, sizeof(int32_t));
 	t->hk = calloc((size_t)ow * ks, sizeof(int32_t));
 	t->vb = calloc((size_t)oh * 2, sizeof(int32_t));
 	t->vk = calloc((size_t)oh * ks, sizeof(int32_t));
 	for (int j = 0; j < ow; j++) {
-		t->hb[2 * j] = j * ks, t->hb[2 * j + 1] = ks;
+		t->hb[2 * j] = half == 2 ? j / 2 : j * ks, t->hb[2 * j + 1] = ks;
 		for (int k = 0; k < ks; k++) {
 			t->hk[j * ks + k] = (1 << 22) / ks;
 		}
 	}
 	for (int i = 0; i < oh; i++) {
-		t->vb[2 * i] = i * ks, t->vb[2 * i + 1] = ks;
+		t->vb[2 * i] = half == 2 ? i / 2 : i * ks, t->vb[2 * i + 1] = ks;
 		for (int k = 0; k < ks; k++) {
 			t->vk[i * ks + k] = (1 << 22) / ks;
 		}
 	}
-	tb_plan p = {0, 0, w, h, ow, oh, ks, ks, t->hb, t->hk, t->vb, t->vk, flip, out, {0.5f, 0.25f, 0}, {0.5f, 2.0f, 1}};
+	tb_plan p = {0, 0, w, h, ow, oh, ks, ks, t->hb, t->hk, t->vb, t->vk, flip, out, {0.5f, 0.25f, 0}, {0.5f, 2.0f, 1}, fast, {0}, {0}};
+	for (int c = 0; c < 3; c++) {
+		int u8 = out == TB_OUT_U8_HWC || out == TB_OUT_U8_CHW;
+		p.scale[c] = u8 ? 1.0f / 16384 : (float)(1 / (16384 * 255 * (double)p.std[c]));
+		p.bias[c] = u8 ? 0.5f : -p.mean[c] / p.std[c];
+	}
 	t->p = p;
 }
 
@@ -88,46 +94,49 @@ static void test_resample(void) {
 		}
 	}
 	test_plan t;
-	make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0);
-	uint8_t *out = malloc(W * H * 3 + 16);
-	memset(out + W * H * 3, 0xab, 16);
-	CHECK(tb_resample(d, &t.p, src, W * 4, out, TB_PATH_SCALAR) == TB_IMG_OK, "%s", tb_imgdec_error(d));
-	int same = 1;
-	for (int p = 0; p < W * H; p++) {
-		for (int c = 0; c < 3; c++) {
-			same &= out[3 * p + c] == src[4 * p + c];
-		}
-	}
-	CHECK(same, "the identity plan copies");
-	CHECK(out[W * H * 3] == 0xab && out[W * H * 3 + 15] == 0xab, "wrote past the output");
-	free(out);
-	free_plan(&t);
-
-	for (int out_kind = TB_OUT_F32_CHW; out_kind <= TB_OUT_U8_CHW; out_kind++) {
-		for (int flip = 0; flip < 2; flip++) {
-			for (int half = 0; half < 2; half++) {
-				make_plan(&t, W, H, half, out_kind, flip);
-				size_t elem = out_kind == TB_OUT_F32_CHW ? 4 : out_kind <= TB_OUT_BF16_CHW ? 2 : 1;
-				size_t n = (size_t)t.p.ow * t.p.oh * 3 * elem;
-				uint8_t *a = malloc(n), *b = malloc(n);
-				CHECK(tb_resample(d, &t.p, src, W * 4, a, TB_PATH_SCALAR) == TB_IMG_OK, "%s", tb_imgdec_error(d));
-				if (cpu_simd()) {
-					CHECK(tb_resample(d, &t.p, src, W * 4, b, TB_PATH_AVX2) == TB_IMG_OK, "%s", tb_imgdec_error(d));
-					CHECK(memcmp(a, b, n) == 0, "scalar and avx2 differ: out %d flip %d half %d", out_kind, flip, half);
+	for (int fast = 0; fast < 2; fast++) {
+		for (int path = TB_PATH_SCALAR; path <= (cpu_simd() ? TB_PATH_AVX2 : TB_PATH_SCALAR); path++) {
+			make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0, fast);
+			uint8_t *out = malloc(W * H * 3 + 16);
+			memset(out + W * H * 3, 0xab, 16);
+			CHECK(tb_resample(d, &t.p, src, W * 4, out, path) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+			int same = 1;
+			for (int p = 0; p < W * H; p++) {
+				for (int c = 0; c < 3; c++) {
+					same &= out[3 * p + c] == src[4 * p + c];
 				}
-				free(a);
-				free(b);
-				free_plan(&t);
+			}
+			CHECK(same, "the identity plan copies (fast %d, path %d)", fast, path);
+			CHECK(out[W * H * 3] == 0xab && out[W * H * 3 + 15] == 0xab, "wrote past the output");
+			free(out);
+			free_plan(&t);
+		}
+		for (int out_kind = TB_OUT_F32_CHW; out_kind <= TB_OUT_U8_CHW; out_kind++) {
+			for (int flip = 0; flip < 2; flip++) {
+				for (int half = 0; half < 3; half++) {
+					make_plan(&t, W, H, half, out_kind, flip, fast);
+					size_t elem = out_kind == TB_OUT_F32_CHW ? 4 : out_kind <= TB_OUT_BF16_CHW ? 2 : 1;
+					size_t n = (size_t)t.p.ow * t.p.oh * 3 * elem;
+					uint8_t *a = malloc(n), *b = malloc(n);
+					CHECK(tb_resample(d, &t.p, src, W * 4, a, TB_PATH_SCALAR) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+					if (cpu_simd()) {
+						CHECK(tb_resample(d, &t.p, src, W * 4, b, TB_PATH_AVX2) == TB_IMG_OK, "%s", tb_imgdec_error(d));
+						CHECK(memcmp(a, b, n) == 0, "scalar and avx2 differ: out %d flip %d half %d fast %d", out_kind, flip, half, fast);
+					}
+					free(a);
+					free(b);
+					free_plan(&t);
+				}
 			}
 		}
+		/* A plan reading past its region is refused, not run. */
+		make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0, fast);
+		t.vb[2 * (H - 1)] = H; /* the last row reads row H of H */
+		uint8_t *out = malloc(W * H * 3);
+		CHECK(tb_resample(d, &t.p, src, W * 4, out, TB_PATH_SCALAR) == TB_IMG_EARG, "a bad plan ran (fast %d)", fast);
+		free(out);
+		free_plan(&t);
 	}
-	/* A plan reading past its region is refused, not run. */
-	make_plan(&t, W, H, 0, TB_OUT_U8_HWC, 0);
-	t.vb[2 * (H - 1)] = H; /* the last row reads row H of H */
-	out = malloc(W * H * 3);
-	CHECK(tb_resample(d, &t.p, src, W * 4, out, TB_PATH_SCALAR) == TB_IMG_EARG, "a bad plan ran");
-	free(out);
-	free_plan(&t);
 	free(src);
 	tb_imgdec_free(d);
 }
@@ -172,18 +181,21 @@ static void test_jpeg(const char *libpath, const char *dir) {
 		CHECK(tb_jpeg_region(d, data, n, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_OK, "%s: %s", files[f],
 		      tb_imgdec_error(d));
 		test_plan t;
-		make_plan(&t, rw, rh, 0, TB_OUT_U8_HWC, 0);
-		t.p.x0 = x0, t.p.y0 = y0, t.p.x1 = x0 + rw, t.p.y1 = y0 + rh;
 		uint8_t *out = malloc((size_t)rw * rh * 3);
-		for (int path = TB_PATH_SCALAR; path <= (cpu_simd() ? TB_PATH_AVX2 : TB_PATH_SCALAR); path++) {
-			CHECK(tb_jpeg_resample(d, data, n, &q, &t.p, out, path) == TB_IMG_OK, "%s: %s", files[f], tb_imgdec_error(d));
-			int same = 1;
-			for (int p = 0; p < rw * rh; p++) {
-				for (int c = 0; c < 3; c++) {
-					same &= out[3 * p + c] == region[4 * p + c];
+		for (int fast = 0; fast < 2; fast++) {
+			make_plan(&t, rw, rh, 0, TB_OUT_U8_HWC, 0, fast);
+			t.p.x0 = x0, t.p.y0 = y0, t.p.x1 = x0 + rw, t.p.y1 = y0 + rh;
+			for (int path = TB_PATH_SCALAR; path <= (cpu_simd() ? TB_PATH_AVX2 : TB_PATH_SCALAR); path++) {
+				CHECK(tb_jpeg_resample(d, data, n, &q, &t.p, out, path) == TB_IMG_OK, "%s: %s", files[f], tb_imgdec_error(d));
+				int same = 1;
+				for (int p = 0; p < rw * rh; p++) {
+					for (int c = 0; c < 3; c++) {
+						same &= out[3 * p + c] == region[4 * p + c];
+					}
 				}
+				CHECK(same, "%s on path %d (fast %d): the fused decode differs from the region decode", files[f], path, fast);
 			}
-			CHECK(same, "%s on path %d: the fused decode differs from the region decode", files[f], path);
+			free_plan(&t);
 		}
 		/* truncated: an error, never a grey image */
 		CHECK(tb_jpeg_region(d, data, n / 2, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_EDECODE,
@@ -200,7 +212,6 @@ static void test_jpeg(const char *libpath, const char *dir) {
 		/* the decoder works again after every failure */
 		CHECK(tb_jpeg_region(d, data, n, &q, x0, y0, x0 + rw, y0 + rh, region, (size_t)rw * 4) == TB_IMG_OK, "%s", files[f]);
 		free(out);
-		free_plan(&t);
 		free(region);
 		free(data);
 	}
