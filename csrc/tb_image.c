@@ -883,29 +883,36 @@ AVX2 static void fsplit_avx2(uint8_t *const pl[3], const uint8_t *src, int w, in
 
 /* The horizontal tables: per block of 8 outputs, the two groups' window
  * starts (2 int32, then 24 bytes of padding) and per pair of taps a
- * 32-byte shuffle and 32 bytes of int16 coefficients; a block with a
- * window start of -1 is done by fh_scalar. */
+ * 32-byte shuffle and 32 bytes of int16 coefficients. Where all eight
+ * outputs' taps fit one 16-byte window, both groups read it (the second
+ * start is then -2, and a load fills both lanes); a block with a first
+ * start of -1 is done by fh_scalar. */
 
 static void fh_tables(uint8_t *blk, const tb_plan *p, int np) {
 	size_t bsz = fh_block_bytes(np);
 	for (int k = 0; k < p->ow / 8; k++, blk += bsz) {
 		memset(blk, 0, bsz);
 		int32_t *base = (int32_t *)(void *)blk;
-		for (int h = 0; h < 2; h++) {
-			int first = INT32_MAX, fits = 1;
-			for (int q = 0; q < 4; q++) {
-				int j = 8 * k + 4 * h + q, s = p->flip ? p->ow - 1 - j : j;
-				if (p->hb[2 * s + 1] > 0 && p->hb[2 * s] < first) {
-					first = p->hb[2 * s];
+		/* the first tap and the end of the taps of each group, and of both */
+		int first[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, end[3] = {0, 0, 0};
+		for (int q = 0; q < 8; q++) {
+			int j = 8 * k + q, s = p->flip ? p->ow - 1 - j : j, lo = p->hb[2 * s], hi = lo + p->hb[2 * s + 1];
+			if (hi > lo) {
+				int g[2] = {q / 4, 2};
+				for (int i = 0; i < 2; i++) {
+					first[g[i]] = lo < first[g[i]] ? lo : first[g[i]];
+					end[g[i]] = hi > end[g[i]] ? hi : end[g[i]];
 				}
 			}
-			if (first == INT32_MAX) {
-				first = 0; /* every output is padding: all coefficients 0 */
-			}
-			base[h] = first;
+		}
+		int shared = first[2] == INT32_MAX || end[2] - first[2] <= 16;
+		for (int h = 0; h < 2; h++) {
+			int fits = 1, at = shared ? first[2] : first[h];
+			at = at == INT32_MAX ? 0 : at; /* every output is padding: all coefficients 0 */
+			base[h] = shared && h == 1 ? -2 : at;
 			for (int q = 0; q < 4; q++) {
 				int j = 8 * k + 4 * h + q, s = p->flip ? p->ow - 1 - j : j;
-				int n = p->hb[2 * s + 1], off = p->hb[2 * s] - first;
+				int n = p->hb[2 * s + 1], off = p->hb[2 * s] - at;
 				for (int t = 0; t < 2 * np; t++) {
 					uint8_t *m = blk + 32 + 64 * (size_t)(t / 2) + 16 * h + 4 * q + 2 * (t % 2);
 					int16_t *c = (int16_t *)(void *)(blk + 64 + 64 * (size_t)(t / 2) + 16 * h) + 2 * q + t % 2;
@@ -945,11 +952,21 @@ AVX2 static void fh_avx2(float *const o[3], const uint8_t *const pl[3], const tb
 			fh_scalar(o, pl, p, 8 * k, 8 * k + 8);
 			continue;
 		}
-		__m256i v0 = ld2(pl[0], base), v1 = ld2(pl[1], base), v2 = ld2(pl[2], base);
-		__m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0;
+		__m256i v0, v1, v2;
+		if (base[1] == -2) {
+			v0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[0] + base[0])));
+			v1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[1] + base[0])));
+			v2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[2] + base[0])));
+		} else {
+			v0 = ld2(pl[0], base), v1 = ld2(pl[1], base), v2 = ld2(pl[2], base);
+		}
 		const __m256i *e = (const __m256i *)(const void *)(blk + 32);
-		for (int t = 0; t < np; t++, e += 2) {
-			__m256i m = _mm256_load_si256(e), c = _mm256_load_si256(e + 1);
+		__m256i m = _mm256_load_si256(e), c = _mm256_load_si256(e + 1);
+		__m256i s0 = _mm256_madd_epi16(_mm256_shuffle_epi8(v0, m), c), s1 = _mm256_madd_epi16(_mm256_shuffle_epi8(v1, m), c),
+			s2 = _mm256_madd_epi16(_mm256_shuffle_epi8(v2, m), c);
+		for (int t = 1; t < np; t++) {
+			e += 2;
+			m = _mm256_load_si256(e), c = _mm256_load_si256(e + 1);
 			s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_shuffle_epi8(v0, m), c));
 			s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_shuffle_epi8(v1, m), c));
 			s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_shuffle_epi8(v2, m), c));
