@@ -7,8 +7,8 @@ import (
 )
 
 // FuzzDecode feeds corrupted, truncated and huge-header JPEGs and PNGs to
-// both decoders (libjpeg-turbo and Go's): each call returns an error or
-// writes an image, never panics, hangs or overruns its output.
+// both decoders (libjpeg-turbo and Go's), in both modes: each call returns
+// an error or writes an image, never panics, hangs or overruns its output.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.*"))
 	for _, p := range files {
@@ -20,8 +20,8 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b[:len(b)*2/3], false, uint8(9))
 	}
 	f.Add([]byte("\xff\xd8\xff\xc0\x00\x11\x08\xff\xff\xff\xff\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\xff\xd9"), true, uint8(4))
-	tr := []Transform{Train(16), Eval(16)}
-	var ds [2]*Dataset
+	tr := []Transform{Train(16), Eval(16), {Train: true, Size: 16, Mode: Exact}, {Size: 16, Mode: Exact}}
+	ds := make([]*Dataset, len(tr))
 	for i := range ds {
 		d, err := New(nil, nil, tr[i], MaxPixels(1<<22))
 		if err != nil {
@@ -37,7 +37,7 @@ func FuzzDecode(f *testing.F) {
 	defer goDecoder.Close()
 	goDecoder.lib = nil // Go's decoders only
 	f.Fuzz(func(t *testing.T, data []byte, train bool, size uint8) {
-		for _, d := range []*Dataset{ds[0], ds[1], goDecoder} {
+		for _, d := range append(ds[:len(ds):len(ds)], goDecoder) {
 			d.t.Size = 1 + int(size%48)
 			n := d.t.Size * d.t.Size * 3 * d.t.Output.elemBytes()
 			dst := withGuard(n)

@@ -141,6 +141,58 @@ static void test_resample(void) {
 	tb_imgdec_free(d);
 }
 
+/* Random plans (taps anywhere in the region, random weights summing to at
+ * most 1, downscales far past the fast pass's 16-byte windows): on both
+ * resamplings and every output the scalar and SIMD paths agree, and
+ * under ASan nothing reads or writes outside its buffers. */
+static void test_random_plans(void) {
+	tb_imgdec *d = tb_imgdec_new(NULL);
+	uint32_t seed = 12345;
+#define RND(n) ((int)((seed = seed * 1103515245u + 12345u) >> 8) % (n))
+	for (int it = 0; it < 400; it++) {
+		int w = 1 + RND(300), h = 1 + RND(120), ow = 1 + RND(90), oh = 1 + RND(40), hks = 1 + RND(12), vks = 1 + RND(12);
+		int32_t *hb = calloc((size_t)ow * 2, 4), *hk = calloc((size_t)ow * hks, 4), *vb = calloc((size_t)oh * 2, 4),
+			*vk = calloc((size_t)oh * vks, 4);
+		for (int j = 0; j < ow; j++) {
+			int n = RND((hks < w ? hks : w) + 1);
+			hb[2 * j] = RND(w - n + 1), hb[2 * j + 1] = n;
+			for (int t = 0, left = 1 << 22; t < n; t++) {
+				hk[j * hks + t] = RND(left / 2 + 1), left -= hk[j * hks + t];
+			}
+		}
+		for (int i = 0, lo = 0; i < oh; i++) {
+			int n = 1 + RND((vks < h ? vks : h));
+			lo = lo + n <= h ? lo + RND(h - lo - n + 1) / 4 : h - n; /* rows in order, as a filter's are */
+			vb[2 * i] = lo, vb[2 * i + 1] = n;
+			for (int t = 0, left = 1 << 22; t < n; t++) {
+				vk[i * vks + t] = RND(left / 2 + 1), left -= vk[i * vks + t];
+			}
+		}
+		size_t stride = (size_t)w * 4 + (size_t)RND(3) * 4;
+		uint8_t *src = malloc(stride * h);
+		for (size_t i = 0; i < stride * h; i++) {
+			src[i] = (uint8_t)RND(256);
+		}
+		int out = RND(5), fast = RND(2), flip = RND(2);
+		tb_plan p = {0, 0, w, h, ow, oh, hks, vks, hb, hk, vb, vk, flip, out, {0.4f, 0.5f, 0.6f}, {0.2f, 0.3f, 0.25f}, fast, {0}, {0}};
+		for (int c = 0; c < 3; c++) {
+			p.scale[c] = out >= TB_OUT_U8_HWC ? 1.0f / 16384 : (float)(1 / (16384 * 255 * (double)p.std[c]));
+			p.bias[c] = out >= TB_OUT_U8_HWC ? 0.5f : -p.mean[c] / p.std[c];
+		}
+		size_t elem = out == TB_OUT_F32_CHW ? 4 : out <= TB_OUT_BF16_CHW ? 2 : 1, n = (size_t)ow * oh * 3 * elem;
+		uint8_t *a = malloc(n), *b = malloc(n);
+		CHECK(tb_resample(d, &p, src, stride, a, TB_PATH_SCALAR) == TB_IMG_OK, "case %d: %s", it, tb_imgdec_error(d));
+		if (cpu_simd()) {
+			CHECK(tb_resample(d, &p, src, stride, b, TB_PATH_AVX2) == TB_IMG_OK, "case %d: %s", it, tb_imgdec_error(d));
+			CHECK(memcmp(a, b, n) == 0, "case %d (%dx%d to %dx%d, %d and %d taps, out %d, fast %d, flip %d): scalar and avx2 differ", it, w,
+			      h, ow, oh, hks, vks, out, fast, flip);
+		}
+		free(a), free(b), free(src), free(hb), free(hk), free(vb), free(vk);
+	}
+#undef RND
+	tb_imgdec_free(d);
+}
+
 static void test_open_errors(void) {
 	tb_jpeg_lib lib;
 	char err[512];
@@ -230,6 +282,7 @@ int main(void) {
 	const char *lib = getenv("TB_LIBJPEG");
 	const char *dir = getenv("TB_TESTDATA");
 	test_resample();
+	test_random_plans();
 	test_open_errors();
 	test_jpeg(lib ? lib : "libjpeg.so.62", dir ? dir : "vision/testdata");
 	return check_report();
