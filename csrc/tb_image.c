@@ -946,6 +946,8 @@ AVX2 static void fh_avx2(float *const o[3], const uint8_t *const pl[3], const tb
 	const __m256 b0 = _mm256_set1_ps(p->bias[0]), b1 = _mm256_set1_ps(p->bias[1]), b2 = _mm256_set1_ps(p->bias[2]);
 	size_t bsz = fh_block_bytes(np);
 	int nb = p->ow / 8;
+	float *o0 = o[0], *o1 = o[1], *o2 = o[2]; /* in registers: the stores cannot move them */
+	const uint8_t *p0 = pl[0], *p1 = pl[1], *p2 = pl[2];
 	for (int k = 0; k < nb; k++, blk += bsz) {
 		const int32_t *base = (const int32_t *)(const void *)blk;
 		if (base[0] < 0) {
@@ -954,11 +956,11 @@ AVX2 static void fh_avx2(float *const o[3], const uint8_t *const pl[3], const tb
 		}
 		__m256i v0, v1, v2;
 		if (base[1] == -2) {
-			v0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[0] + base[0])));
-			v1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[1] + base[0])));
-			v2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl[2] + base[0])));
+			v0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + base[0])));
+			v1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p1 + base[0])));
+			v2 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p2 + base[0])));
 		} else {
-			v0 = ld2(pl[0], base), v1 = ld2(pl[1], base), v2 = ld2(pl[2], base);
+			v0 = ld2(p0, base), v1 = ld2(p1, base), v2 = ld2(p2, base);
 		}
 		const __m256i *e = (const __m256i *)(const void *)(blk + 32);
 		__m256i m = _mm256_load_si256(e), c = _mm256_load_si256(e + 1);
@@ -971,9 +973,9 @@ AVX2 static void fh_avx2(float *const o[3], const uint8_t *const pl[3], const tb
 			s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_shuffle_epi8(v1, m), c));
 			s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_shuffle_epi8(v2, m), c));
 		}
-		_mm256_storeu_ps(o[0] + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s0), a0), b0));
-		_mm256_storeu_ps(o[1] + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s1), a1), b1));
-		_mm256_storeu_ps(o[2] + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s2), a2), b2));
+		_mm256_storeu_ps(o0 + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s0), a0), b0));
+		_mm256_storeu_ps(o1 + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s1), a1), b1));
+		_mm256_storeu_ps(o2 + 8 * k, _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s2), a2), b2));
 	}
 	fh_scalar(o, pl, p, 8 * nb, p->ow);
 }
