@@ -1189,6 +1189,23 @@ static void cmyk_to_rgbx(uint8_t *px, size_t n) {
 	}
 }
 
+/* read_rows reads up to want rows into rowp (each row's region from
+ * byte xb: rw pixels, converted from CMYK to RGBX where cmyk is set).
+ * Returns the rows read; 0 is a failure, recorded in d (the decode is
+ * aborted). Called inside jpeg_run, whose setjmp libjpeg's errors reach. */
+static unsigned read_rows(tb_imgdec *d, unsigned char **rowp, unsigned want, int cmyk, size_t xb, size_t rw) {
+	tb_jpeg_decompress *ci = &d->cinfo;
+	unsigned y = ci->output_scanline, got = d->lib->read_scanlines(ci, rowp, want);
+	if (got == 0) {
+		d->lib->abort_decompress(ci);
+		fail(d, TB_IMG_EDECODE, "no scanline at row %u", y);
+	}
+	for (unsigned k = 0; cmyk && k < got; k++) {
+		cmyk_to_rgbx(rowp[k] + xb * 4, rw);
+	}
+	return got;
+}
+
 /* jpeg_run decodes rows [y0, y1) x columns [x0, x1) and hands each row to
  * r (the exact resampling) or f (the fast one), or copies it to region. */
 static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *q, int x0, int y0, int x1, int y1, tb_rs *r,
@@ -1287,15 +1304,9 @@ static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *
 			for (unsigned k = 0; k < want; k++) {
 				rowp[k] = d->rows + (size_t)((y + k - (unsigned)y0) % (unsigned)nrows) * stride;
 			}
-			unsigned got = L->read_scanlines(ci, rowp, want);
+			unsigned got = read_rows(d, rowp, want, cmyk, xb, rw);
 			if (got == 0) {
-				L->abort_decompress(ci);
-				return fail(d, TB_IMG_EDECODE, "no scanline at row %u", y);
-			}
-			if (cmyk) {
-				for (unsigned k = 0; k < got; k++) {
-					cmyk_to_rgbx(rowp[k] + xb * 4, rw);
-				}
+				return d->status;
 			}
 			int have = (int)(y + got - (unsigned)y0);
 			if (have - f->read >= FAST_BATCH || y + got >= (unsigned)y1) {
@@ -1319,15 +1330,9 @@ static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *
 			for (unsigned k = 0; k < want; k++) {
 				rowp[k] = d->band + (size_t)(r->nband + (int)k) * stride;
 			}
-			unsigned got = L->read_scanlines(ci, rowp, want);
+			unsigned got = read_rows(d, rowp, want, cmyk, xb, rw);
 			if (got == 0) {
-				L->abort_decompress(ci);
-				return fail(d, TB_IMG_EDECODE, "no scanline at row %u", y);
-			}
-			if (cmyk) {
-				for (unsigned k = 0; k < got; k++) {
-					cmyk_to_rgbx(rowp[k] + xb * 4, rw);
-				}
+				return d->status;
 			}
 			r->nband += (int)got;
 			if (r->nband == 8) {
@@ -1342,16 +1347,12 @@ static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *
 		if (want > (unsigned)rec) {
 			want = (unsigned)rec;
 		}
-		unsigned got = L->read_scanlines(ci, rowp, want);
+		unsigned got = read_rows(d, rowp, want, cmyk, xb, rw);
 		if (got == 0) {
-			L->abort_decompress(ci);
-			return fail(d, TB_IMG_EDECODE, "no scanline at row %u", y);
+			return d->status;
 		}
 		for (unsigned k = 0; k < got; k++) {
 			uint8_t *row = rowp[k] + xb * 4;
-			if (cmyk) {
-				cmyk_to_rgbx(row, rw);
-			}
 			if (r != NULL) {
 				rs_push(r, row);
 			} else {
