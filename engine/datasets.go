@@ -163,7 +163,7 @@ func RandomSplit(ds Dataset, seed uint64, sizes ...float64) ([]Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: RandomSplit: %w", err)
 	}
-	order := perm(rand.New(rand.NewPCG(seed, 0x53504c4954)), make([]int, ds.Len())) // "SPLIT"
+	order := perm(rand.NewPCG(seed, 0x53504c4954), make([]int, ds.Len())) // "SPLIT"
 	out := make([]Dataset, len(counts))
 	for k, c := range counts {
 		out[k] = &subsetDataset{ds: ds, idx: order[:c:c]}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 )
 
@@ -69,7 +70,7 @@ func validateDraws(name string, n, numSamples int) error {
 // successive permutations.
 func (s Shuffled) Order(epoch int) []int {
 	mustValidate(s.Validate())
-	r := rand.New(rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646)))
+	r := rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646))
 	if s.NumSamples == 0 || s.NumSamples == s.N {
 		return perm(r, make([]int, s.N))
 	}
@@ -81,19 +82,37 @@ func (s Shuffled) Order(epoch int) []int {
 	return out
 }
 
-// perm fills p with a permutation of 0..len(p)-1 drawn from r and returns
-// it: the same permutation as r.Perm(len(p)) (Fisher-Yates from the end,
-// TestPermIsRandPerm), about twice as fast, with no swap callback and no
-// allocation.
-func perm(r *rand.Rand, p []int) []int {
+// perm fills p with a permutation of 0..len(p)-1 drawn from src and
+// returns it: the same permutation as rand.New(src).Perm(len(p))
+// (Fisher-Yates from the end, TestPermIsRandPerm), with no swap callback,
+// no allocation and no call through rand.Source.
+func perm(src *rand.PCG, p []int) []int {
 	for i := range p {
 		p[i] = i
 	}
 	for i := len(p) - 1; i > 0; i-- {
-		j := int(r.Uint64N(uint64(i + 1)))
+		j := int(uint64n(src, uint64(i+1)))
 		p[i], p[j] = p[j], p[i]
 	}
 	return p
+}
+
+// uint64n is math/rand/v2's Rand.Uint64N(n) on src, n > 0, called on the
+// PCG itself (inlined) instead of through the Source interface: the same
+// draws, Lemire's multiply-shift rejecting the low products below
+// 2⁶⁴ mod n. (rand's 32-bit platforms give the same sequence by design.)
+func uint64n(src *rand.PCG, n uint64) uint64 {
+	if n&(n-1) == 0 {
+		return src.Uint64() & (n - 1)
+	}
+	hi, lo := bits.Mul64(src.Uint64(), n)
+	if lo < n {
+		thresh := -n % n
+		for lo < thresh {
+			hi, lo = bits.Mul64(src.Uint64(), n)
+		}
+	}
+	return hi
 }
 
 // Batched cuts a Sampler's order into batches of Size; the last one is
