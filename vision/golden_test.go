@@ -208,9 +208,11 @@ func TestGoldensGoJPEGDecoder(t *testing.T) {
 	vision.ResetDecoder()
 	defer vision.ResetDecoder()
 	require.False(t, vision.JPEGDecoder().Turbo())
-	jpeg, other := runGoldens(t, m, vision.Exact)
-	t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoder(), jpeg, other)
-	assert.Greater(t, jpeg.psnr(), 30.0, "%v", jpeg)
+	for _, mode := range []vision.Mode{vision.Exact, vision.Fast} {
+		jpeg, other := runGoldens(t, m, mode)
+		t.Logf("%s, %s: JPEG %v; others %v", vision.JPEGDecoder(), mode, jpeg, other)
+		assert.Greater(t, jpeg.psnr(), 30.0, "%s: %v", mode, jpeg)
+	}
 }
 
 // ToTensor + Normalize bit for bit: ((v / 255) - mean) / std in float32.
