@@ -30,14 +30,15 @@ func TestImageRows(t *testing.T) {
 		t.Skip(ib.skipped)
 	}
 	md := out.String()
-	for _, want := range []string{"## Images: real JPEGs to the batch", "| tensorbatch train transform |", "| tensorbatch eval transform |",
+	for _, want := range []string{"## Images: real JPEGs to the batch", "| tensorbatch train transform, Fast |", "| tensorbatch train transform, Exact |",
+		"| tensorbatch eval transform, Fast |", "| tensorbatch eval transform, Exact |",
 		"| 0 | ", "| 2 | "} {
 		assert.Contains(t, md, want)
 	}
 	if strings.Contains(md, "TurboJPEG decode only (C) | 0 |") {
 		t.Log("TurboJPEG not loaded: no baseline")
 	} else {
-		assert.Contains(t, md, "tensorbatch train transform ÷ TurboJPEG decode only (C)")
+		assert.Contains(t, md, "tensorbatch train transform, Fast ÷ TurboJPEG decode only (C) |")
 	}
 	js, err := os.ReadFile(filepath.Join(dir, "images.json"))
 	require.NoError(t, err)

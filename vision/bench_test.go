@@ -28,10 +28,10 @@ func BenchmarkDecode(b *testing.B) {
 		t    vision.Transform
 	}{
 		{"train", vision.Train(224)},
-		{"train-exact", vision.Transform{Train: true, Size: 224, Mode: vision.Exact}},
+		{"train-fast", vision.Transform{Train: true, Size: 224, Mode: vision.Fast}},
 		{"eval", vision.Eval(224)},
-		{"eval-exact", vision.Transform{Size: 224, Mode: vision.Exact}},
-		{"train-uint8", vision.Transform{Train: true, Size: 224, Output: vision.Uint8HWC}},
+		{"eval-fast", vision.Transform{Size: 224, Mode: vision.Fast}},
+		{"train-uint8-fast", vision.Transform{Train: true, Size: 224, Output: vision.Uint8HWC, Mode: vision.Fast}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ds, err := vision.New(nil, nil, tc.t)

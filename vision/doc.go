@@ -14,16 +14,16 @@
 //
 // Resizing is Pillow's antialiased bilinear filter, in C with AVX2
 // (chosen as package collate's kernels are, TENSORBATCH_KERNELS included)
-// beside a plain Go reference that every path matches bit for bit. The
-// Fast mode (the default) resizes in 16-bit fixed point, the vertical pass
+// beside a plain Go reference that every path matches bit for bit. In the
+// Exact mode (the default) it uses Pillow's own fixed-point arithmetic:
+// the output equals torchvision's with its PIL backend for the same crop
+// box, bit for bit where libjpeg-turbo decodes. The Fast mode, for
+// training throughput, resizes in 16-bit fixed point, the vertical pass
 // first, and decodes JPEGs as Pillow's draft mode and tf.data do: with the
 // fast IDCT, and with DCT scaling where the crop is at least twice the
 // output (about 46 dB PSNR against Exact at full scale, 35 dB or more with
-// DCT scaling). The Exact mode resizes with Pillow's own fixed-point
-// arithmetic: the output equals torchvision's with its PIL backend for the
-// same crop box, bit for bit where libjpeg-turbo decodes. Crops and flips
-// are drawn from the slot's RNG, so batches are the same for any worker
-// count.
+// DCT scaling). Crops and flips are drawn from the slot's RNG, so batches
+// are the same for any worker count.
 //
 // A worker's decoder state and buffers are reused from image to image:
 // the libjpeg-turbo path allocates nothing per image. A file that is not

@@ -49,21 +49,23 @@ func (o Output) elemBytes() int { return o.dtype().Size() }
 type Mode int
 
 const (
-	// Fast (the default) decodes JPEGs as Pillow's draft mode and
-	// tf.data's decode_jpeg do: with libjpeg's fast integer IDCT, and
-	// with DCT scaling (1/2, 1/4, 1/8) when the crop is at least that many
-	// times the output in both directions, so a large photo is never
-	// decoded at full size. It resizes with Pillow's filter in 16-bit
-	// fixed point, the vertical pass first. Against Exact: about 46 dB
-	// PSNR where no DCT scaling applies (JPEG), within 2 of 255 for the
-	// other formats, at least 35 dB with DCT scaling (tested); about 1.3
-	// times Exact's speed on ImageNet-sized JPEGs (bench/RESULTS.md).
-	Fast Mode = iota
-	// Exact decodes the crop at full resolution and resizes it as Pillow
-	// does: the output matches torchvision with its PIL backend for the
-	// same crop box (within ±1 of 255 before normalization; bit for bit
-	// where the JPEG decoder is the same libjpeg-turbo).
-	Exact
+	// Exact (the default) decodes the crop at full resolution and resizes
+	// it as Pillow does: the output matches torchvision with its PIL
+	// backend for the same crop box (within ±1 of 255 before
+	// normalization; bit for bit where the JPEG decoder is the same
+	// libjpeg-turbo).
+	Exact Mode = iota
+	// Fast decodes JPEGs as Pillow's draft mode and tf.data's decode_jpeg
+	// do: with libjpeg's fast integer IDCT, and with DCT scaling (1/2,
+	// 1/4, 1/8) when the crop is at least that many times the output in
+	// both directions, so a large photo is never decoded at full size. It
+	// resizes with Pillow's filter in 16-bit fixed point, the vertical
+	// pass first. Against Exact: about 46 dB PSNR where no DCT scaling
+	// applies (JPEG), within 2 of 255 for the other formats, at least
+	// 35 dB with DCT scaling (tested); about 1.27 times Exact's speed on
+	// ImageNet-sized JPEGs, and faster than TurboJPEG's full decode of the
+	// same files (bench/RESULTS.md). The mode for training throughput.
+	Fast
 )
 
 func (m Mode) String() string {
