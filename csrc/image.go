@@ -158,7 +158,6 @@ type JPEGRequest struct {
 	Width, Height int   // as parsed from the header; the decode checks them
 	MaxPixels     int64 // refuse larger images before allocating; 0: no limit
 	ScaleDenom    int   // DCT scaling 1/ScaleDenom: 1, 2, 4 or 8
-	Fancy         bool  // fancy chroma upsampling (libjpeg's and PIL's default)
 	FastDCT       bool  // JDCT_IFAST instead of JDCT_ISLOW
 }
 
@@ -289,9 +288,6 @@ func (d *ImageDecoder) jreq(q JPEGRequest) (*C.tb_jreq, error) {
 		return nil, fmt.Errorf("csrc: JPEG request %+v", q)
 	}
 	*d.req = C.tb_jreq{width: C.uint32_t(q.Width), height: C.uint32_t(q.Height), max_pixels: C.uint64_t(q.MaxPixels), scale_denom: C.int32_t(q.ScaleDenom)}
-	if q.Fancy {
-		d.req.fancy = 1
-	}
 	if q.FastDCT {
 		d.req.fast_dct = 1
 	}

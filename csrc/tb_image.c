@@ -786,6 +786,9 @@ static void fh_scalar(float *const o[3], const uint8_t *const pl[3], const tb_pl
 
 static size_t fh_block_bytes(int np) { return 32 + 64 * (size_t)np; }
 
+/* A uint8 output from its float (acc / 16384 + 0.5): clamped, truncated. */
+static inline uint8_t fast_u8(float x) { return (uint8_t)(x <= 0 ? 0 : x >= 255 ? 255 : (int)x); }
+
 #ifdef TB_X86
 /* One 32-byte chunk of the vertical pass: the sums of its 32 bytes in two
  * halves (in the unpack's lane order), added to lo and hi. */
@@ -980,8 +983,7 @@ AVX2 static void fh_avx2(float *const o[3], const uint8_t *const pl[3], const tb
 	fh_scalar(o, pl, p, 8 * nb, p->ow);
 }
 
-/* fu8_avx2 writes n floats as bytes as fs_row's scalar loop does
- * (clamped to [0, 255], truncated). */
+/* fu8_avx2 writes n floats as bytes, as fast_u8 does. */
 AVX2 static void fu8_avx2(uint8_t *dst, const float *x, int n) {
 	const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255);
 	int j = 0;
@@ -993,7 +995,7 @@ AVX2 static void fu8_avx2(uint8_t *dst, const float *x, int n) {
 		_mm_storeu_si128((__m128i *)(dst + j), v);
 	}
 	for (; j < n; j++) {
-		dst[j] = (uint8_t)(x[j] <= 0 ? 0 : x[j] >= 255 ? 255 : (int)x[j]);
+		dst[j] = fast_u8(x[j]);
 	}
 }
 
@@ -1143,8 +1145,7 @@ static void fs_row(tb_fs *f, int i) {
 			size_t at = p->out == TB_OUT_U8_CHW ? c * plane + (size_t)i * ow : (size_t)i * ow * 3 + (size_t)c;
 			size_t step = p->out == TB_OUT_U8_CHW ? 1 : 3;
 			for (size_t j = 0; j < ow; j++) {
-				float x = o[c][j]; /* acc / 16384 + 0.5: truncating rounds */
-				dst[at + j * step] = (uint8_t)(x <= 0 ? 0 : x >= 255 ? 255 : (int)x);
+				dst[at + j * step] = fast_u8(o[c][j]);
 			}
 		}
 		break;
@@ -1258,7 +1259,9 @@ static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *
 	ci->scale_num = 1;
 	ci->scale_denom = (unsigned)q->scale_denom;
 	ci->dct_method = q->fast_dct ? TB_JDCT_IFAST : TB_JDCT_ISLOW;
-	ci->do_fancy_upsampling = q->fancy != 0;
+	/* always libjpeg's smooth (fancy) upsampling: its merged upsampler
+	 * returns stale rows after jpeg_skip_scanlines (libjpeg-turbo 2.1.5) */
+	ci->do_fancy_upsampling = 1;
 	L->start_decompress(ci);
 	unsigned ow = ci->output_width, oh = ci->output_height;
 	if (x0 < 0 || y0 < 0 || x0 >= x1 || y0 >= y1 || (unsigned)x1 > ow || (unsigned)y1 > oh) {

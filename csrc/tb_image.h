@@ -73,7 +73,6 @@ typedef struct tb_jreq {
 	uint32_t width, height;   /* what the caller parsed from the header: checked */
 	uint64_t max_pixels;      /* refuse larger images before allocating (0: no limit) */
 	int32_t scale_denom;      /* DCT scaling 1/scale_denom: 1, 2, 4 or 8 */
-	int32_t fancy;            /* fancy (smooth) chroma upsampling, libjpeg's default */
 	int32_t fast_dct;         /* JDCT_IFAST instead of JDCT_ISLOW */
 } tb_jreq;
 

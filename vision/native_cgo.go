@@ -80,7 +80,7 @@ func (n *native) plan(p *plan) *csrc.Plan {
 }
 
 func (o jpegOpts) request(h jpegHeader) csrc.JPEGRequest {
-	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, Fancy: true, FastDCT: o.fastDCT}
+	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, FastDCT: o.fastDCT}
 }
 
 func (n *native) jpeg(path collate.Path, data []byte, h jpegHeader, o jpegOpts, p *plan, dst []byte) error {

@@ -265,7 +265,7 @@ type goScratch struct {
 // RGBX rows, stride bytes apart.
 func resampleGo(dst, src []byte, stride int, p *plan, s *goScratch) {
 	if p.fast {
-		resampleFastGo(dst, src, stride, 4, p, s)
+		resampleFastGo(dst, src, stride, p, s)
 		return
 	}
 	ms := p.ow * 4
@@ -288,12 +288,14 @@ func fastVK(k int32) uint16 { return uint16((k + 64) >> 7) }
 func fastHK(k int32) int16  { return int16((k + 128) >> 8) }
 
 // resampleFastGo is the Go reference of the fast resampling: src holds the
-// region's rows of bpp bytes a pixel (RGB or RGBX), stride bytes apart.
+// region's RGBX rows, stride bytes apart (the C path reads RGB from
+// libjpeg: the same values, so the same bits).
 // Each output row is the vertical pass over its source rows, summed in 16
 // bits (each product v*k truncated by 8 bits, so the sum has 7 fractional
 // bits) then rounded and clamped to a byte; then, channel by channel, the
 // horizontal pass: the taps' sum in 32 bits, 14 fractional bits.
-func resampleFastGo(dst, src []byte, stride, bpp int, p *plan, s *goScratch) {
+func resampleFastGo(dst, src []byte, stride int, p *plan, s *goScratch) {
+	const bpp = 4
 	w, ow := p.x1-p.x0, p.ow
 	s.line = grow(s.line, w*bpp+3*w)
 	fv, planes := s.line[:w*bpp], s.line[w*bpp:]

@@ -226,7 +226,7 @@ static void test_jpeg(const char *libpath, const char *dir) {
 			continue;
 		}
 		int w = dims[f][0], h = dims[f][1];
-		tb_jreq q = {(uint32_t)w, (uint32_t)h, 0, 1, 1, 0};
+		tb_jreq q = {(uint32_t)w, (uint32_t)h, 0, 1, 0};
 		/* an inner region, so the crop and the skip both run */
 		int x0 = w / 3, y0 = h / 4, rw = w / 2, rh = h / 2;
 		uint8_t *region = malloc((size_t)rw * rh * 4);
@@ -271,7 +271,7 @@ static void test_jpeg(const char *libpath, const char *dir) {
 	for (int i = 0; i < 64; i++) {
 		garbage[i] = (uint8_t)(i * 37);
 	}
-	tb_jreq q = {10, 10, 0, 1, 1, 0};
+	tb_jreq q = {10, 10, 0, 1, 0};
 	uint8_t px[400];
 	CHECK(tb_jpeg_region(d, garbage, sizeof garbage, &q, 0, 0, 10, 10, px, 40) == TB_IMG_EDECODE, "garbage decoded");
 	tb_imgdec_free(d);
