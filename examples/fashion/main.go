@@ -22,12 +22,18 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/datasets"
 	"github.com/tensorbatch/tensorbatch/engine"
-	"github.com/tensorbatch/tensorbatch/internal/fashion"
 )
 
 // DefaultDir is where Debian's dataset-fashion-mnist installs the data.
-const DefaultDir = fashion.DefaultDir
+const DefaultDir = datasets.FashionMNISTDir
+
+// The sizes of a Fashion-MNIST sample.
+const (
+	pixels  = 28 * 28
+	classes = 10
+)
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -76,16 +82,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func train(ctx context.Context, o options, out io.Writer) (result, error) {
-	tr, err := fashion.Load(o.dir, "train", o.limit)
+	tr, err := load(o.dir, "train", o.limit)
 	if err != nil {
 		return result{}, err
 	}
-	te, err := fashion.Load(o.dir, "t10k", 0)
+	te, err := load(o.dir, "t10k", 0)
 	if err != nil {
 		return result{}, err
 	}
 	// The math runs on the host: the cpu backend (no device copy).
-	l, err := engine.New(tr.Dataset(true), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1, Workers: o.workers, Backend: "cpu"})
+	l, err := engine.New(tr.Dataset(datasets.Options{Flat: true, Flip: true}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1, Workers: o.workers, Backend: "cpu"})
 	if err != nil {
 		return result{}, err
 	}
@@ -115,7 +121,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 // copy) and its labels.
 func batch(b *engine.Batch) (blas32.General, []int64) {
 	x := collate.As[float32](b.Tensor("image"))
-	return blas32.General{Rows: b.Len(), Cols: fashion.Pixels, Stride: fashion.Pixels, Data: x}, collate.As[int64](b.Tensor("label"))
+	return blas32.General{Rows: b.Len(), Cols: pixels, Stride: pixels, Data: x}, collate.As[int64](b.Tensor("label"))
 }
 
 // mlp is logits = relu(x·W1 + b1)·W2 + b2, trained by SGD with momentum on
@@ -134,16 +140,16 @@ type mlp struct {
 // newMLP initializes the weights with He's normal scaling from rng.
 func newMLP(hidden int, rng *rand.Rand) *mlp {
 	m := &mlp{
-		w1:  general(fashion.Pixels, hidden),
-		w2:  general(hidden, fashion.Classes),
+		w1:  general(pixels, hidden),
+		w2:  general(hidden, classes),
 		b1:  vector(hidden),
-		b2:  vector(fashion.Classes),
-		row: make([]float64, fashion.Classes),
+		b2:  vector(classes),
+		row: make([]float64, classes),
 		v: velocity{
-			w1: general(fashion.Pixels, hidden),
-			w2: general(hidden, fashion.Classes),
+			w1: general(pixels, hidden),
+			w2: general(hidden, classes),
 			b1: vector(hidden),
-			b2: vector(fashion.Classes),
+			b2: vector(classes),
 		},
 	}
 	for _, w := range []blas32.General{m.w1, m.w2} {
@@ -185,7 +191,7 @@ func rows(g blas32.General, n int) blas32.General {
 func (m *mlp) forward(x blas32.General) (h, z blas32.General) {
 	n := x.Rows
 	if m.h.Rows < n {
-		m.h, m.z, m.dh = general(n, m.w1.Cols), general(n, fashion.Classes), general(n, m.w1.Cols)
+		m.h, m.z, m.dh = general(n, m.w1.Cols), general(n, classes), general(n, m.w1.Cols)
 		m.ones = blas32.Vector{N: n, Inc: 1, Data: make([]float32, n)}
 		for i := range m.ones.Data {
 			m.ones.Data[i] = 1
@@ -213,7 +219,7 @@ func (m *mlp) step(x blas32.General, y []int64, lr float32) float64 {
 	// z becomes dLoss/dz: (softmax(z) - onehot(y)) / n.
 	loss := 0.0
 	for s := range n {
-		zs := z.Data[s*z.Stride : s*z.Stride+fashion.Classes]
+		zs := z.Data[s*z.Stride : s*z.Stride+classes]
 		for k, v := range zs {
 			m.row[k] = float64(v)
 		}
@@ -249,8 +255,8 @@ func (m *mlp) step(x blas32.General, y []int64, lr float32) float64 {
 
 // accuracy is the fraction of set's images whose largest logit is their
 // class, fed by a loader in order.
-func (m *mlp) accuracy(ctx context.Context, set *fashion.Set, workers int) (float64, error) {
-	l, err := engine.New(set.Dataset(false), engine.Config{BatchSize: 1000, Workers: workers, Backend: "cpu"})
+func (m *mlp) accuracy(ctx context.Context, set *datasets.Images, workers int) (float64, error) {
+	l, err := engine.New(set.Dataset(datasets.Options{Flat: true}), engine.Config{BatchSize: 1000, Workers: workers, Backend: "cpu"})
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +269,7 @@ func (m *mlp) accuracy(ctx context.Context, set *fashion.Set, workers int) (floa
 		x, y := batch(b)
 		_, z := m.forward(x)
 		for s := range x.Rows {
-			for k, v := range z.Data[s*z.Stride : s*z.Stride+fashion.Classes] {
+			for k, v := range z.Data[s*z.Stride : s*z.Stride+classes] {
 				m.row[k] = float64(v)
 			}
 			if floats.MaxIdx(m.row) == int(y[s]) {
@@ -272,4 +278,13 @@ func (m *mlp) accuracy(ctx context.Context, set *fashion.Set, workers int) (floa
 		}
 	}
 	return float64(right) / float64(set.Len()), nil
+}
+
+// load reads a split of Fashion-MNIST from dir.
+func load(dir, split string, limit int) (*datasets.Images, error) {
+	s, err := datasets.MNIST(dir, split, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%w (install Debian's dataset-fashion-mnist, or pass -data)", err)
+	}
+	return s, nil
 }

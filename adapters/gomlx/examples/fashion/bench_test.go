@@ -19,8 +19,8 @@ import (
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/stat"
 
+	tbsets "github.com/tensorbatch/tensorbatch/datasets"
 	"github.com/tensorbatch/tensorbatch/engine"
-	"github.com/tensorbatch/tensorbatch/internal/fashion"
 )
 
 // benchBatch is the batch size of every feed.
@@ -29,7 +29,7 @@ const benchBatch = 64
 // A feed makes the training Dataset of a benchmark; cleanups go to b.
 type feed struct {
 	name string
-	make func(b *testing.B, backend backends.Backend, set *fashion.Set) train.Dataset
+	make func(b *testing.B, backend backends.Backend, set *tbsets.Images) train.Dataset
 }
 
 // feeds are the same shuffled batches of 64 normalized images, without
@@ -40,22 +40,22 @@ type feed struct {
 // over a plain Go dataset doing tensorbatch's per-sample work (the GoMLX
 // way to feed data that is not all in memory).
 var feeds = []feed{
-	{"tensorbatch", func(b *testing.B, backend backends.Backend, set *fashion.Set) train.Dataset {
-		ds, l, err := loader(context.Background(), backend, set.Dataset(false), engine.Config{BatchSize: benchBatch,
+	{"tensorbatch", func(b *testing.B, backend backends.Backend, set *tbsets.Images) train.Dataset {
+		ds, l, err := loader(context.Background(), backend, set.Dataset(tbsets.Options{Flat: true}), engine.Config{BatchSize: benchBatch,
 			Shuffle: true, Seed: 1, DropLast: true, Workers: 2, Backend: "cpu"}, "tensorbatch", true)
 		require.NoError(b, err)
 		b.Cleanup(func() { ds.Close(); l.Close() })
 		return ds
 	}},
-	{"gomlx-inmemory", func(b *testing.B, backend backends.Backend, set *fashion.Set) train.Dataset {
+	{"gomlx-inmemory", func(b *testing.B, backend backends.Backend, set *tbsets.Images) train.Dataset {
 		return inMemory(b, backend, set)
 	}},
-	{"gomlx-parallel-inmemory", func(b *testing.B, backend backends.Backend, set *fashion.Set) train.Dataset {
+	{"gomlx-parallel-inmemory", func(b *testing.B, backend backends.Backend, set *tbsets.Images) train.Dataset {
 		pd := datasets.Parallel(inMemory(b, backend, set))
 		b.Cleanup(pd.Done)
 		return pd
 	}},
-	{"gomlx-parallel-go", func(b *testing.B, _ backends.Backend, set *fashion.Set) train.Dataset {
+	{"gomlx-parallel-go", func(b *testing.B, _ backends.Backend, set *tbsets.Images) train.Dataset {
 		pd := datasets.Parallel(&goFeed{set: set, rng: rand.New(rand.NewPCG(1, 0))})
 		b.Cleanup(pd.Done)
 		return pd
@@ -64,9 +64,9 @@ var feeds = []feed{
 
 // inMemory is GoMLX's in-memory dataset of set, images normalized to
 // float32 up front.
-func inMemory(b *testing.B, backend backends.Backend, set *fashion.Set) *datasets.InMemoryDataset {
-	x := make([]float32, len(set.Images))
-	for i, p := range set.Images {
+func inMemory(b *testing.B, backend backends.Backend, set *tbsets.Images) *datasets.InMemoryDataset {
+	x := make([]float32, len(set.Pixels))
+	for i, p := range set.Pixels {
 		x[i] = float32(p) / 255
 	}
 	y := make([]int64, set.Len())
@@ -74,7 +74,7 @@ func inMemory(b *testing.B, backend backends.Backend, set *fashion.Set) *dataset
 		y[i] = int64(c)
 	}
 	mds, err := datasets.InMemoryFromData(backend, "inmemory",
-		[]any{tensors.FromFlatDataAndDimensions(x, set.Len(), fashion.Pixels)},
+		[]any{tensors.FromFlatDataAndDimensions(x, set.Len(), pixels)},
 		[]any{tensors.FromFlatDataAndDimensions(y, set.Len(), 1)})
 	require.NoError(b, err)
 	b.Cleanup(mds.FinalizeAll)
@@ -84,7 +84,7 @@ func inMemory(b *testing.B, backend backends.Backend, set *fashion.Set) *dataset
 // goFeed is a plain Go train.Dataset, safe for concurrent Yields: each
 // converts its batch's images to float32 and makes tensors of them.
 type goFeed struct {
-	set  *fashion.Set
+	set  *tbsets.Images
 	rng  *rand.Rand
 	mu   sync.Mutex
 	perm []int
@@ -102,15 +102,15 @@ func (g *goFeed) Yield() (any, []*tensors.Tensor, []*tensors.Tensor, error) {
 	idx := g.perm[g.next : g.next+benchBatch]
 	g.next += benchBatch
 	g.mu.Unlock()
-	x := make([]float32, len(idx)*fashion.Pixels)
+	x := make([]float32, len(idx)*pixels)
 	y := make([]int64, len(idx))
 	for k, i := range idx {
-		for j, p := range g.set.Images[i*fashion.Pixels : (i+1)*fashion.Pixels] {
-			x[k*fashion.Pixels+j] = float32(p) / 255
+		for j, p := range g.set.Pixels[i*pixels : (i+1)*pixels] {
+			x[k*pixels+j] = float32(p) / 255
 		}
 		y[k] = int64(g.set.Labels[i])
 	}
-	return nil, []*tensors.Tensor{tensors.FromFlatDataAndDimensions(x, len(idx), fashion.Pixels)},
+	return nil, []*tensors.Tensor{tensors.FromFlatDataAndDimensions(x, len(idx), pixels)},
 		[]*tensors.Tensor{tensors.FromFlatDataAndDimensions(y, len(idx), 1)}, nil
 }
 
@@ -122,10 +122,10 @@ func (g *goFeed) Yield() (any, []*tensors.Tensor, []*tensors.Tensor, error) {
 //
 //	go test -run XXX -bench Feed -benchtime 200x ./examples/fashion
 func BenchmarkFeed(b *testing.B) {
-	if err := fashion.Missing(fashion.DefaultDir); err != nil {
+	if err := missing(); err != nil {
 		b.Skipf("Fashion-MNIST is not installed (%v)", err)
 	}
-	set, err := fashion.Load(fashion.DefaultDir, "train", 0)
+	set, err := tbsets.MNIST(tbsets.FashionMNISTDir, "train", 0)
 	require.NoError(b, err)
 	for _, hidden := range []int{0, 128} {
 		model := "linear"
@@ -138,7 +138,7 @@ func BenchmarkFeed(b *testing.B) {
 	}
 }
 
-func benchFeed(b *testing.B, set *fashion.Set, hidden int, f feed) {
+func benchFeed(b *testing.B, set *tbsets.Images, hidden int, f feed) {
 	backend, err := simplego.New("ops_sequential")
 	require.NoError(b, err)
 	defer backend.Finalize()

@@ -27,9 +27,21 @@ import (
 	"github.com/gomlx/gomlx/pkg/ml/train/optimizers"
 
 	tbgomlx "github.com/tensorbatch/tensorbatch/adapters/gomlx"
+	tbsets "github.com/tensorbatch/tensorbatch/datasets"
 	"github.com/tensorbatch/tensorbatch/engine"
-	"github.com/tensorbatch/tensorbatch/internal/fashion"
 )
+
+// The sizes of a Fashion-MNIST sample.
+const (
+	pixels  = 28 * 28
+	classes = 10
+)
+
+// missing reports why Fashion-MNIST cannot be read from its Debian path, or nil.
+func missing() error {
+	_, err := os.Stat(tbsets.FashionMNISTDir)
+	return err
+}
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
@@ -63,7 +75,7 @@ type result struct {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("fashion", flag.ContinueOnError)
 	var o options
-	fs.StringVar(&o.dir, "data", fashion.DefaultDir, "directory with the Fashion-MNIST idx .gz files")
+	fs.StringVar(&o.dir, "data", tbsets.FashionMNISTDir, "directory with the Fashion-MNIST idx .gz files")
 	fs.IntVar(&o.epochs, "epochs", 5, "training epochs")
 	fs.IntVar(&o.steps, "steps", 0, "train this many steps instead of -epochs")
 	fs.IntVar(&o.workers, "workers", 2, "loader workers")
@@ -93,7 +105,7 @@ func model(hidden int) train.ModelFn {
 		if hidden > 0 {
 			x = activations.Relu(layers.DenseWithBias(ctx.In("hidden"), x, hidden))
 		}
-		return []*graph.Node{layers.DenseWithBias(ctx.In("logits"), x, fashion.Classes)}
+		return []*graph.Node{layers.DenseWithBias(ctx.In("logits"), x, classes)}
 	}
 }
 
@@ -123,11 +135,11 @@ func loader(ctx context.Context, backend backends.Backend, src engine.Dataset, c
 }
 
 func trainMLP(ctx context.Context, o options, out io.Writer) (result, error) {
-	tr, err := fashion.Load(o.dir, "train", o.limit)
+	tr, err := tbsets.MNIST(o.dir, "train", o.limit)
 	if err != nil {
 		return result{}, err
 	}
-	te, err := fashion.Load(o.dir, "t10k", o.testLim)
+	te, err := tbsets.MNIST(o.dir, "t10k", o.testLim)
 	if err != nil {
 		return result{}, err
 	}
@@ -140,14 +152,14 @@ func trainMLP(ctx context.Context, o options, out io.Writer) (result, error) {
 	// Training batches: shuffled, random flips, one shape (drop last). The
 	// GoMLX step runs on the host: tensorbatch's cpu backend (no device copy
 	// that nothing would read).
-	trainDS, trainL, err := loader(ctx, backend, tr.Dataset(o.flip), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1,
+	trainDS, trainL, err := loader(ctx, backend, tr.Dataset(tbsets.Options{Flat: true, Flip: o.flip}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1,
 		DropLast: true, Workers: o.workers, Backend: "cpu"}, "train", o.steps > 0)
 	if err != nil {
 		return result{}, err
 	}
 	defer trainL.Close()
 	defer trainDS.Close()
-	testDS, testL, err := loader(ctx, backend, te.Dataset(false), engine.Config{BatchSize: min(1000, te.Len()), Workers: o.workers, Backend: "cpu"}, "test", false)
+	testDS, testL, err := loader(ctx, backend, te.Dataset(tbsets.Options{Flat: true}), engine.Config{BatchSize: min(1000, te.Len()), Workers: o.workers, Backend: "cpu"}, "test", false)
 	if err != nil {
 		return result{}, err
 	}

@@ -9,21 +9,21 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/tensorbatch/tensorbatch/internal/fashion"
+	tbsets "github.com/tensorbatch/tensorbatch/datasets"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func needData(t *testing.T) {
 	t.Helper()
-	if err := fashion.Missing(fashion.DefaultDir); err != nil {
+	if err := missing(); err != nil {
 		t.Skipf("Fashion-MNIST is not installed (%v): apt-get install dataset-fashion-mnist, or run scripts/install-deps.sh", err)
 	}
 }
 
 // short is the short run: 300 steps of a 32-unit MLP, about 8 s on two
 // cores.
-var short = options{dir: fashion.DefaultDir, steps: 300, workers: 2, batch: 64, hidden: 32, lr: 3e-3,
+var short = options{dir: tbsets.FashionMNISTDir, steps: 300, workers: 2, batch: 64, hidden: 32, lr: 3e-3,
 	config: "ops_sequential"}
 
 func TestTrainsOnFashionMNIST(t *testing.T) {

@@ -1,0 +1,237 @@
+package datasets
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// FashionMNISTDir is where Debian's dataset-fashion-mnist package installs
+// Fashion-MNIST.
+const FashionMNISTDir = "/usr/share/datasets/fashion-mnist"
+
+// Images is one split of an image classification dataset in memory.
+type Images struct {
+	Pixels                  []byte // Len() images of Channels×Height×Width bytes, channel-major (CHW)
+	Labels                  []byte // one class a sample
+	Channels, Height, Width int
+	Classes                 int // the number of classes
+}
+
+// Len returns the number of samples.
+func (s *Images) Len() int { return len(s.Labels) }
+
+// Size returns the number of bytes (and float32 values) of one image.
+func (s *Images) Size() int { return s.Channels * s.Height * s.Width }
+
+// Options shape the samples Dataset writes.
+type Options struct {
+	Flat bool // image shaped [Channels×Height×Width] (what a dense layer takes) instead of [Channels, Height, Width]
+	Flip bool // mirror half the images left-right, drawn from each sample's own RNG (the same flips for any worker count)
+}
+
+// Schema returns the fields of Dataset's samples: "image", float32 in [0, 1],
+// and "label", int64 shaped [1] (what sparse cross-entropy losses take).
+func (s *Images) Schema(o Options) collate.Schema {
+	shape := []int{s.Channels, s.Height, s.Width}
+	if o.Flat {
+		shape = []int{s.Size()}
+	}
+	return collate.Schema{
+		{Name: "image", DType: collate.Float32, Shape: shape},
+		{Name: "label", DType: collate.Int64, Shape: []int{1}},
+	}
+}
+
+// Dataset returns s as an engine Dataset of Schema(o).
+func (s *Images) Dataset(o Options) engine.Dataset {
+	size, w := s.Size(), s.Width
+	return engine.DatasetFunc(s.Len(), s.Schema(o), func(_ context.Context, slot *engine.Slot) error {
+		i := slot.Index()
+		src := s.Pixels[i*size : (i+1)*size]
+		dst := collate.As[float32](slot.Tensor("image"))
+		mirror := o.Flip && slot.Rand().IntN(2) == 1
+		for row := 0; row < len(src); row += w {
+			for x := range w {
+				sx := x
+				if mirror {
+					sx = w - 1 - x
+				}
+				dst[row+x] = float32(src[row+sx]) / 255
+			}
+		}
+		collate.As[int64](slot.Tensor("label"))[0] = int64(s.Labels[i])
+		return nil
+	})
+}
+
+// MNIST reads split ("train" or "t10k") of MNIST, Fashion-MNIST or any set
+// in their layout from dir: split-images-idx3-ubyte and
+// split-labels-idx1-ubyte, each optionally gzipped (.gz). With limit > 0
+// only the first limit samples are kept. A missing file is an error that
+// matches fs.ErrNotExist.
+func MNIST(dir, split string, limit int) (*Images, error) {
+	images, err := readIDXFile(filepath.Join(dir, split+"-images-idx3-ubyte"), limit)
+	if err != nil {
+		return nil, err
+	}
+	labels, err := readIDXFile(filepath.Join(dir, split+"-labels-idx1-ubyte"), limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(images.Dims) != 3 || len(labels.Dims) != 1 {
+		return nil, fmt.Errorf("datasets: %s: images of %d dimensions and labels of %d, want 3 and 1", split, len(images.Dims), len(labels.Dims))
+	}
+	if images.Dims[0] != labels.Dims[0] {
+		return nil, fmt.Errorf("datasets: %s: %d images and %d labels", split, images.Dims[0], labels.Dims[0])
+	}
+	s := &Images{Pixels: images.Data, Labels: labels.Data, Channels: 1, Height: images.Dims[1], Width: images.Dims[2]}
+	return s, s.countClasses(split)
+}
+
+// countClasses sets Classes to 10 (MNIST's, Fashion-MNIST's and
+// CIFAR-10's), or one more than the largest label where that is more.
+func (s *Images) countClasses(name string) error {
+	s.Classes = 10
+	for _, l := range s.Labels {
+		s.Classes = max(s.Classes, int(l)+1)
+	}
+	if s.Len() == 0 {
+		return fmt.Errorf("datasets: %s: no samples", name)
+	}
+	return nil
+}
+
+// IDX is the content of an IDX file of unsigned bytes (type code 0x08).
+type IDX struct {
+	Dims []int  // the dimensions, outermost first
+	Data []byte // the values, row-major
+}
+
+// ReadIDX reads an IDX file of unsigned bytes from r. With limit > 0 it
+// keeps only the first limit entries of the outermost dimension (and
+// Dims[0] says how many it kept).
+func ReadIDX(r io.Reader, limit int) (IDX, error) {
+	var magic [4]byte
+	if _, err := io.ReadFull(r, magic[:]); err != nil {
+		return IDX{}, fmt.Errorf("header: %w", err)
+	}
+	if magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] == 0 {
+		return IDX{}, fmt.Errorf("magic % x: not an IDX file of unsigned bytes", magic)
+	}
+	dims := make([]int, magic[3])
+	rowBytes := int64(1)
+	for i := range dims {
+		var d uint32
+		if err := binary.Read(r, binary.BigEndian, &d); err != nil {
+			return IDX{}, fmt.Errorf("header: %w", err)
+		}
+		dims[i] = int(d)
+		if i > 0 {
+			rowBytes *= int64(d)
+			if rowBytes > 1<<40 {
+				return IDX{}, fmt.Errorf("header: dimensions %v too large", dims[:i+1])
+			}
+		}
+	}
+	if limit > 0 && limit < dims[0] {
+		dims[0] = limit
+	}
+	if rowBytes > 0 && int64(dims[0]) > (1<<62)/rowBytes {
+		return IDX{}, fmt.Errorf("header: dimensions %v too large", dims)
+	}
+	want := int64(dims[0]) * rowBytes
+	// Read what exists, up to the declared size: never allocate by the header alone.
+	data, err := io.ReadAll(io.LimitReader(r, want))
+	if err != nil {
+		return IDX{}, err
+	}
+	if int64(len(data)) != want {
+		return IDX{}, fmt.Errorf("dimensions %v declare %d bytes, the file has %d: %w", dims, want, len(data), io.ErrUnexpectedEOF)
+	}
+	return IDX{Dims: dims, Data: data}, nil
+}
+
+// readIDXFile reads path, or path.gz where path does not exist.
+func readIDXFile(path string, limit int) (IDX, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		path += ".gz"
+		f, err = os.Open(path)
+	}
+	if err != nil {
+		return IDX{}, fmt.Errorf("datasets: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = bufio.NewReader(f)
+	if strings.HasSuffix(path, ".gz") {
+		z, err := gzip.NewReader(r)
+		if err != nil {
+			return IDX{}, fmt.Errorf("datasets: %s: %w", path, err)
+		}
+		defer z.Close()
+		r = z
+	}
+	idx, err := ReadIDX(r, limit)
+	if err != nil {
+		return IDX{}, fmt.Errorf("datasets: %s: %w", path, err)
+	}
+	return idx, nil
+}
+
+// The CIFAR-10 binary version: each record is a label byte and a 32×32 RGB
+// image, channel-major.
+const (
+	cifarSide   = 32
+	cifarRecord = 1 + 3*cifarSide*cifarSide
+)
+
+// CIFAR10 reads the binary version of CIFAR-10 from dir (the folder
+// cifar-10-batches-bin of cifar-10-binary.tar.gz): data_batch_1.bin to
+// data_batch_5.bin for train, test_batch.bin otherwise. With limit > 0 only
+// the first limit samples are kept.
+func CIFAR10(dir string, train bool, limit int) (*Images, error) {
+	names := []string{"test_batch.bin"}
+	if train {
+		names = []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}
+	}
+	s := &Images{Channels: 3, Height: cifarSide, Width: cifarSide}
+	for _, name := range names {
+		if limit > 0 && s.Len() >= limit {
+			break
+		}
+		if err := s.readCIFAR(filepath.Join(dir, name), limit); err != nil {
+			return nil, err
+		}
+	}
+	return s, s.countClasses(dir)
+}
+
+// readCIFAR appends the records of one CIFAR-10 batch file to s.
+func (s *Images) readCIFAR(path string, limit int) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("datasets: %w", err)
+	}
+	if len(data)%cifarRecord != 0 {
+		return fmt.Errorf("datasets: %s: %d bytes, not a whole number of %d-byte records", path, len(data), cifarRecord)
+	}
+	for rec := data; len(rec) > 0 && (limit <= 0 || s.Len() < limit); rec = rec[cifarRecord:] {
+		if rec[0] > 9 {
+			return fmt.Errorf("datasets: %s: record %d has label %d, want 0-9", path, s.Len(), rec[0])
+		}
+		s.Labels = append(s.Labels, rec[0])
+		s.Pixels = append(s.Pixels, rec[1:cifarRecord]...)
+	}
+	return nil
+}
