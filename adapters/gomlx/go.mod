@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/gomlx/gomlx v0.26.0
 	github.com/stretchr/testify v1.12.1
-	github.com/tensorbatch/tensorbatch v0.0.0
+	github.com/tensorbatch/tensorbatch v0.1.0
 	github.com/x448/float16 v0.8.4
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/gonum v0.17.0
