@@ -137,7 +137,7 @@ func loader(ctx context.Context, backend backends.Backend, src engine.Dataset, c
 func trainMLP(ctx context.Context, o options, out io.Writer) (result, error) {
 	tr, err := tbsets.MNIST(o.dir, "train", o.limit)
 	if err != nil {
-		return result{}, err
+		return result{}, fmt.Errorf("%w (install Debian's dataset-fashion-mnist, or pass -data)", err)
 	}
 	te, err := tbsets.MNIST(o.dir, "t10k", o.testLim)
 	if err != nil {
