@@ -5,6 +5,6 @@ package pinned
 // found by LoadLibrary's search order (the application's folder, system32,
 // PATH, which the installers extend).
 var (
-	HIPLibs  = []string{"amdhip64_7.dll", "amdhip64_6.dll", "amdhip64.dll"}
-	CUDALibs = []string{"cudart64_13.dll", "cudart64_12.dll", "cudart64_110.dll"}
+	hipLibs  = []string{"amdhip64_7.dll", "amdhip64_6.dll", "amdhip64.dll"}
+	cudaLibs = []string{"cudart64_13.dll", "cudart64_12.dll", "cudart64_110.dll"}
 )

@@ -171,9 +171,9 @@ var visibleEnv = map[csrc.Kind][]string{
 // library that loads decides. A local rank beyond the devices present
 // means device 0 when exactly one is visible.
 func open(kind csrc.Kind, dev wantDevice) (*GPU, string, error) {
-	env, libs := EnvCUDALib, CUDALibs
+	env, libs := EnvCUDALib, cudaLibs
 	if kind == csrc.HIP {
-		env, libs = EnvHIPLib, HIPLibs
+		env, libs = EnvHIPLib, hipLibs
 	}
 	if p := os.Getenv(env); p != "" {
 		libs = []string{p}
