@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"slices"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -290,11 +291,20 @@ func TestStatsSayWhetherTheLoopWaitsForData(t *testing.T) {
 	}
 	assert.Less(t, l.Stats().DataBound, 0.5, "the loop's own step dominated")
 
-	// expvar publishes the same counters as JSON.
+	// expvar publishes the same counters as JSON, each name with its unit.
 	var out map[string]any
 	require.NoError(t, json.Unmarshal([]byte(l.Expvar().String()), &out))
-	assert.Equal(t, float64(6), out["Batches"])
+	assert.Equal(t, float64(6), out["batches"])
+	assert.InDelta(t, l.Stats().Wait.Sum.Seconds(), out["wait"].(map[string]any)["sum_seconds"], 1e-9)
+	for name, v := range out {
+		if _, ok := v.(float64); ok && !slices.Contains(expvarCounts, name) {
+			assert.Regexp(t, `_(seconds|bytes|fraction|batches)$`, name, "a number that is not a count names its unit")
+		}
+	}
 }
+
+// expvarCounts are the expvar names that count things, and so carry no unit.
+var expvarCounts = []string{"batches", "samples", "active_workers", "fills_retried", "samples_skipped", "reads_retried", "abandoned_workers"}
 
 func TestConfigLogsItsEffectiveSettings(t *testing.T) {
 	var buf bytes.Buffer

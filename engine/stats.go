@@ -79,5 +79,7 @@ type stages struct {
 }
 
 // Expvar returns the loader's Stats as an expvar.Var, to publish under a
-// name of your choice: expvar.Publish("loader", l.Expvar()).
-func (l *Loader) Expvar() expvar.Var { return expvar.Func(func() any { return l.Stats() }) }
+// name of your choice: expvar.Publish("loader", l.Expvar()). Its JSON names
+// carry their units: durations in seconds (_seconds), memory in bytes
+// (_bytes), shares as fractions (_fraction); the rest are counts.
+func (l *Loader) Expvar() expvar.Var { return expvar.Func(func() any { return l.Stats().expvarJSON() }) }
