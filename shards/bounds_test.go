@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,4 +62,34 @@ func TestTarDeclaredSizesAllocateNothing(t *testing.T) {
 		assert.Contains(t, err.Error(), `big.tar: member "`+tc.name+`": truncated`)
 		assert.Less(t, n, uint64(4<<20), "%s: bytes allocated for a %d-byte tar declaring %d", tc.name, len(data), tc.size)
 	}
+}
+
+// TestExpandCountsBeforeExpanding: a short pattern that stands for
+// millions of names (products of lists, nested lists, ranges, lists of
+// ranges, long names) is an error before a name is made.
+func TestExpandCountsBeforeExpanding(t *testing.T) {
+	long := strings.Repeat("p", 1300)
+	for _, tc := range []struct {
+		name, pattern, want string
+	}{
+		{"product of lists", long + strings.Repeat("{a,b,c,d}", 12), "more than 4194304 names"},
+		{"nested lists", long + strings.Repeat("{{a,b},{c,d}}", 12), "more than 4194304 names"},
+		{"product of ranges", long + strings.Repeat("{0..3}", 12), "more than 4194304 names"},
+		{"deep nesting", strings.Repeat("{x,", 200) + "y" + strings.Repeat("}{a,b}", 200), "more than 4194304 names"},
+		{"overflowing product", strings.Repeat("{a,b}", 200), "more than 4194304 names"},
+		{"list of ranges", "{" + strings.Repeat("{0..4000000},", 50) + "z}", "more than 4194304 names"},
+		{"long names", long + "{0..4000000}", "more than 268435456 bytes of names"},
+		{"long alternatives", "{" + long + "," + long + "}{0..999999}", "more than 268435456 bytes of names"},
+	} {
+		var err error
+		n := allocated(func() { _, err = Expand(tc.pattern) })
+		require.Error(t, err, tc.name)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+		assert.Less(t, n, uint64(1<<20), "%s: bytes allocated for a %d-byte pattern", tc.name, len(tc.pattern))
+	}
+	// Up to the limits, names are made.
+	names, err := Expand("shard-{000000..999999}.tar")
+	require.NoError(t, err)
+	assert.Len(t, names, 1000000)
+	assert.Equal(t, "shard-999999.tar", names[999999])
 }
