@@ -229,10 +229,6 @@ func (r *listedReader) more() error {
 
 func (r *listedReader) Close() error { return r.t.Close() }
 
-// maxListEntries bounds the entries of a shard list, and maxListBytes
-// its size.
-const maxListBytes = 256 << 20
-
 // listedCounts parses the shard list data, read from index, into the
 // sample count of each shard it lists, by name. A negative count, a
 // shard listed twice with two counts and counts whose sum overflows are
