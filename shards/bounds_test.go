@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -34,6 +35,70 @@ func hugeMember(t testing.TB, name string, size int64, have int) []byte {
 	require.NoError(t, w.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}))
 	buf.Write(bytes.Repeat([]byte{'x'}, have))
 	return buf.Bytes()
+}
+
+// paxRecord is one record of a PAX extended header.
+func paxRecord(k, v string) string {
+	s := " " + k + "=" + v + "\n"
+	size := len(s) + len(fmt.Sprint(len(s)))
+	if len(fmt.Sprint(size)) != len(fmt.Sprint(len(s))) {
+		size++
+	}
+	return fmt.Sprint(size) + s
+}
+
+// sparseTar returns a tar of one PAX sparse member a.bin (GNU format
+// 1.0) of real bytes, all of them a hole but the last 10: archive/tar
+// reads the hole as zeros that the 3.5 KB tar does not hold.
+func sparseTar(t testing.TB, real int64) []byte {
+	var buf bytes.Buffer
+	w := tar.NewWriter(&buf)
+	recs := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
+		paxRecord("GNU.sparse.name", "a.bin") + paxRecord("GNU.sparse.realsize", fmt.Sprint(real))
+	// tar.Writer drops GNU.sparse records: write them as a file, then
+	// make its header a PAX one ('x').
+	require.NoError(t, w.WriteHeader(&tar.Header{Name: "PaxHeaders/a.bin", Mode: 0o644, Size: int64(len(recs)), Typeflag: tar.TypeReg}))
+	_, err := w.Write([]byte(recs))
+	require.NoError(t, err)
+	sparseMap := make([]byte, 512)
+	copy(sparseMap, fmt.Sprintf("1\n%d\n10\n", real-10))
+	data := append(sparseMap, "0123456789"...)
+	require.NoError(t, w.WriteHeader(&tar.Header{Name: "a.bin", Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}))
+	_, err = w.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	b := buf.Bytes()
+	b[156] = tar.TypeXHeader
+	copy(b[148:156], "        ")
+	sum := 0
+	for _, c := range b[:512] {
+		sum += int(c)
+	}
+	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return b
+}
+
+// TestTarSparseHolesAllocateNothing: a PAX sparse member, whose holes
+// archive/tar reads as zeros no input holds, is an error naming it, for
+// Next and Count, whatever the limit.
+func TestTarSparseHolesAllocateNothing(t *testing.T) {
+	for _, real := range []int64{1 << 40, 1 << 30, 100} {
+		data := sparseTar(t, real)
+		var err, cerr error
+		n := allocated(func() {
+			r := NewTarReader("sparse.tar", io.NopCloser(bytes.NewReader(data)), 1<<42)
+			_, err = r.Next(context.Background())
+			r.Close()
+			c := NewTarReader("sparse.tar", io.NopCloser(bytes.NewReader(data)), 1<<42)
+			_, cerr = c.Count(context.Background())
+			c.Close()
+		})
+		for _, err := range []error{err, cerr} {
+			require.Error(t, err, real)
+			assert.Contains(t, err.Error(), `sparse.tar: member "a.bin" is a sparse file`)
+		}
+		assert.Less(t, n, uint64(4<<20), "bytes allocated for a %d-byte tar of a %d-byte sparse member", len(data), real)
+	}
 }
 
 // TestTarDeclaredSizesAllocateNothing: a member header's size bounds

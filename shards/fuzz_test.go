@@ -36,6 +36,7 @@ func FuzzTar(f *testing.F) {
 	f.Add(hugeMember(f, "k.jpg", 1<<62, 100))
 	f.Add(tarBytes(f, tarMember{name: "a.jpg"}, tarMember{name: "a.JPG"}))
 	f.Add(tarBytes(f, sampleMembers(3)...)[:1500])
+	f.Add(sparseTar(f, 1<<40))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		before := totalAlloc()

@@ -238,6 +238,13 @@ func (t *TarReader) header() (*tar.Header, error) {
 	default:
 		return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(h.Typeflag))
 	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			// archive/tar reads a PAX sparse file's holes as zeros that
+			// no input holds: a few KB may stand for a TiB.
+			return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(tar.TypeGNUSparse))
+		}
+	}
 	if isMeta(h.Name) {
 		return nil, nil
 	}
