@@ -169,7 +169,9 @@ func (l *Loader) batchSampler(n, skip int) BatchSampler {
 // runs the epoch; each batch is recycled when the loop body returns unless
 // it was retained. An error ends the sequence: a *SampleError at the
 // failing sample's batch, after every batch before it, or the cause of
-// ctx's cancellation, or ErrClosed.
+// ctx's cancellation, or ErrClosed; for a StreamDataset, also a read
+// error after the last batch (a shard with more or fewer records than
+// listed, beyond the records of the batches).
 func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
 		r, err := l.start(ctx, epoch)
@@ -191,6 +193,11 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 				return
 			}
 			l.progress(r, b)
+		}
+		if sd, ok := l.ds.(*StreamDataset); ok {
+			if err := sd.wait(ctx); err != nil {
+				yield(nil, err)
+			}
 		}
 	}
 }

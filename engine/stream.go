@@ -300,6 +300,34 @@ func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int)
 	return nil
 }
 
+// wait waits for the epoch's reader to end and returns its error, so that
+// a shard that disagrees with its count where no batch waits for it (a
+// dropped last batch, the look past a shard's last record) fails the
+// epoch too. Called after the epoch's last batch: the reader holds
+// nothing then, so it never pauses.
+func (d *StreamDataset) wait(ctx context.Context) error {
+	d.mu.Lock()
+	e := d.epoch
+	d.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for !e.done {
+		changed := e.changed
+		e.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			e.mu.Lock()
+			return context.Cause(ctx)
+		}
+		e.mu.Lock()
+	}
+	return e.err
+}
+
 // end stops the epoch's reader and drops what it read.
 func (d *StreamDataset) end() {
 	d.mu.Lock()

@@ -12,4 +12,12 @@
 // backoff from the byte they stopped at, counted in Opener.Retries.
 // Heavy clients (the AWS SDK for s3://) are imported here only, never by
 // engine, collate or pinned.
+//
+// Untrusted sizes bound nothing until checked against bytes that exist: a
+// tar member is read into a buffer that grows as its bytes arrive (a
+// header declaring a TiB costs the bytes the shard holds), a shard list's
+// counts are checked against each shard's size before anything is sized
+// by them and held to the data while it is read, a brace pattern's names
+// are counted before any is made, and a token file cut short while mapped
+// is an error naming the file and the window, not a SIGBUS.
 package shards

@@ -65,3 +65,14 @@ func TestExpandErrors(t *testing.T) {
 		assert.Contains(t, err.Error(), want, pattern)
 	}
 }
+
+func TestExpandRangeLen(t *testing.T) {
+	for _, g := range []string{"-105..105", "-05..05", "0000..0012", "9..11", "a..e", "-9223372036854775808..-9223372036854775800", "9223372036854775800..9223372036854775807"} {
+		r, ok, err := parseRange(g)
+		require.NoError(t, err, g)
+		require.True(t, ok, g)
+		for i := range r.n {
+			assert.Equal(t, int64(len(r.at(i))), r.len(i), "%s: value %d", g, i)
+		}
+	}
+}

@@ -209,7 +209,11 @@ func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	return r, nil
 }
 
-// ReadFile returns the whole of a small file (an index): found is false,
+// maxReadFile bounds the files ReadFile reads.
+const maxReadFile = 256 << 20
+
+// ReadFile returns the whole of a small file (an index), up to 256 MiB,
+// read as its bytes arrive: found is false,
 // with no error, when it does not exist (a local ENOENT, a 404, S3's
 // NoSuchKey).
 func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found bool, err error) {
@@ -221,9 +225,12 @@ func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found 
 		return nil, false, err
 	}
 	defer rc.Close()
-	data, err = io.ReadAll(rc)
+	data, err = io.ReadAll(io.LimitReader(rc, maxReadFile+1))
 	if err != nil {
 		return nil, false, fmt.Errorf("shards: %s: %w", name, err)
+	}
+	if len(data) > maxReadFile {
+		return nil, false, fmt.Errorf("shards: %s: more than %d bytes, too big for an index", name, maxReadFile)
 	}
 	return data, true, nil
 }

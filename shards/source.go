@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -114,7 +116,7 @@ func (s *Source) Opener() *Opener { return s.o.opener }
 
 // Shards returns the shards with their sample counts (see Source).
 func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
-	known := map[string]int{}
+	var known map[string]int
 	index, required := s.o.index, s.o.indexSet
 	if !required && remote(s.names[0]) {
 		index = dir(s.names[0]) + "shardlist.json"
@@ -133,15 +135,8 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		case !found && required:
 			return nil, fmt.Errorf("shards: index %s: not found", index)
 		case found:
-			var l ShardList
-			if err := json.Unmarshal(data, &l); err != nil {
-				return nil, fmt.Errorf("shards: index %s: %w", index, err)
-			}
-			for _, e := range l.Shards {
-				if e.Samples < 0 {
-					return nil, fmt.Errorf("shards: index %s: %q has %d samples", index, e.URL, e.Samples)
-				}
-				known[resolve(index, e.URL)] = e.Samples
+			if known, err = listedCounts(index, data); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -151,10 +146,7 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	sem := make(chan struct{}, 8)
 	for i, name := range s.names {
 		out[i].Name = name
-		if n, ok := known[name]; ok {
-			out[i].Samples = n
-			continue
-		}
+		listed, ok := known[name]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -165,7 +157,16 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 				return
 			}
 			defer func() { <-sem }()
+			if ok && listed > 0 {
+				out[i].Samples, errs[i] = listed, s.o.opener.checkListed(ctx, name, listed, index)
+				return
+			}
 			out[i].Samples, errs[i] = s.o.opener.count(ctx, name, s.o.maxMember)
+			if ok && errs[i] == nil && out[i].Samples != listed {
+				// A shard listed empty is never opened: its count is checked
+				// here, which costs little, as it should be empty.
+				errs[i] = fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, out[i].Samples, listed, index)
+			}
 		}()
 	}
 	wg.Wait()
@@ -183,7 +184,115 @@ func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.Recor
 	if err != nil {
 		return nil, err
 	}
-	return NewTarReader(shard.Name, rc, s.o.maxMember), nil
+	return &listedReader{t: NewTarReader(shard.Name, rc, s.o.maxMember), listed: shard.Samples}, nil
+}
+
+// listedReader is a shard's TarReader that holds it to its listed count:
+// a shard that ends early, or holds a record past the count, is an error
+// naming it. The record past the count is looked for when the last listed
+// one is read, so that the error comes with a record the loader waits
+// for, wherever the shard falls in the epoch.
+type listedReader struct {
+	t            *TarReader
+	listed, read int
+	err          error // sticky
+}
+
+func (r *listedReader) Next(ctx context.Context) (engine.Record, error) {
+	if r.err != nil {
+		return engine.Record{}, r.err
+	}
+	rec, err := r.t.Next(ctx)
+	switch {
+	case err == io.EOF && r.read < r.listed:
+		err = fmt.Errorf("shards: %s: ended after %d records, listed with %d", r.t.shard, r.read, r.listed)
+	case err == nil && r.read >= r.listed:
+		err = r.more()
+	case err == nil && r.read+1 == r.listed:
+		if _, err = r.t.Next(ctx); err == nil {
+			err = r.more()
+		} else if err == io.EOF {
+			err = nil
+		}
+	}
+	if err != nil {
+		r.err = err
+		return engine.Record{}, err
+	}
+	r.read++
+	return rec, nil
+}
+
+func (r *listedReader) more() error {
+	return fmt.Errorf("shards: %s: more records than the %d it is listed with", r.t.shard, r.listed)
+}
+
+func (r *listedReader) Close() error { return r.t.Close() }
+
+// listedCounts parses the shard list data, read from index, into the
+// sample count of each shard it lists, by name. A negative count, a
+// shard listed twice with two counts and counts whose sum overflows are
+// errors naming the list and the shard. Counts are claims: Shards checks
+// each against its shard's size before anything is sized by it.
+func listedCounts(index string, data []byte) (map[string]int, error) {
+	var l ShardList
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("shards: index %s: %w", index, err)
+	}
+	known := make(map[string]int, len(l.Shards))
+	total := 0
+	for _, e := range l.Shards {
+		name := resolve(index, e.URL)
+		if e.Samples < 0 || total > math.MaxInt-e.Samples {
+			return nil, fmt.Errorf("shards: index %s: %q has %d samples, want 0 to %d in all", index, e.URL, e.Samples, math.MaxInt)
+		}
+		if n, dup := known[name]; dup && n != e.Samples {
+			return nil, fmt.Errorf("shards: index %s: %q is listed twice, with %d and %d samples", index, e.URL, n, e.Samples)
+		}
+		known[name] = e.Samples
+		total += e.Samples
+	}
+	return known, nil
+}
+
+// minSampleBytes is the fewest bytes a sample takes in a tar: the header
+// block of its one member.
+const minSampleBytes = 512
+
+// checkListed checks the count listed for shard name in index against
+// the shard's size: a sample takes a tar header block at least, and a
+// tar ends with an end block. Its size comes from a stat, or from the
+// response to one request, whose body is not read.
+func (o *Opener) checkListed(ctx context.Context, name string, listed int, index string) error {
+	size, err := o.size(ctx, name)
+	if err != nil {
+		return err
+	}
+	if most := max(size-512, 0) / minSampleBytes; size >= 0 && int64(listed) > most {
+		return fmt.Errorf("shards: %s: listed with %d samples in %s, but its %d bytes hold %d at most", name, listed, index, size, most)
+	}
+	return nil
+}
+
+// size returns the bytes of shard name; -1 when the server does not say.
+func (o *Opener) size(ctx context.Context, name string) (int64, error) {
+	k, path, _, err := parse(name)
+	if err != nil {
+		return 0, err
+	}
+	if k == local {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0, fmt.Errorf("shards: %w", err)
+		}
+		return fi.Size(), nil
+	}
+	rc, err := o.Open(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	return rc.(*remoteReader).total, nil
 }
 
 // Decode writes rec into s with the Source's DecodeFunc.

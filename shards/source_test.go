@@ -123,7 +123,7 @@ func TestSourceShardList(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "wids-shard-index-v1", l.Kind)
 	assert.Equal(t, []ShardEntry{{"train-0000.tar", 5, fileSize(t, paths[0])}, {"train-0001.tar", 6, fileSize(t, paths[1])}}, l.Shards)
-	l.Shards[1].Samples = 4 // a list is trusted: the reads stop at 4
+	l.Shards[1].Samples = 4 // a list is checked against the data: shard 1 holds 6
 	data, err := json.Marshal(l)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "shardlist.json"), data, 0o644))
@@ -135,7 +135,9 @@ func TestSourceShardList(t *testing.T) {
 	infos, err := remote.Shards(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []engine.ShardInfo{{Name: f.URL + "/train-0000.tar", Samples: 5}, {Name: f.URL + "/train-0001.tar", Samples: 4}}, infos)
-	assert.Equal(t, []string{"/shardlist.json "}, f.requests(), "counted from the list alone")
+	reqs := f.requests()
+	require.Len(t, reqs, 3, "the list, and one request per shard for its size")
+	assert.Equal(t, "/shardlist.json ", reqs[0])
 
 	// Locally, a list is read only when named.
 	local, err := New(pattern, testSchema, decodeTest)
@@ -149,8 +151,9 @@ func TestSourceShardList(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, infos[1].Samples)
 	ids, _, _, err := loadAll(t, local, engine.StreamConfig{}, engine.Config{BatchSize: 3}, 0)
-	require.NoError(t, err)
-	assert.Equal(t, seq(9), flat(ids))
+	assert.Equal(t, seq(6), flat(ids), "the batches before shard 1's last listed record...")
+	require.Error(t, err, "...which comes with the error of the record past it")
+	assert.Contains(t, err.Error(), paths[1]+": more records than the 4 it is listed with")
 
 	missing, err := New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "nope.json")))
 	require.NoError(t, err)

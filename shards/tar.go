@@ -174,12 +174,40 @@ func (t *TarReader) member() (*member, error) {
 		if h.Size > t.maxMember {
 			return nil, t.errorf("member %q: %d bytes, more than the limit of %d", h.Name, h.Size, t.maxMember)
 		}
-		data := make([]byte, h.Size)
-		if _, err := io.ReadFull(t.tr, data); err != nil {
-			return nil, t.readErr(err, "member %q: truncated", h.Name)
+		data, err := readGrowing(t.tr, h.Size)
+		if err != nil {
+			return nil, t.readErr(err, "member %q: truncated after %d of its %d bytes", h.Name, len(data), h.Size)
 		}
 		return &member{key, ext, data}, nil
 	}
+}
+
+// firstRead is the most a read of declared size allocates before bytes
+// arrive.
+const firstRead = 64 << 10
+
+// readGrowing reads n bytes of r into a buffer that grows, doubling, as
+// they arrive: the size a header declares allocates nothing until the
+// bytes exist, and a complete read ends with a buffer of exactly n bytes.
+// Fewer bytes are io.ErrUnexpectedEOF, with the bytes read.
+func readGrowing(r io.Reader, n int64) ([]byte, error) {
+	buf := make([]byte, 0, min(n, firstRead))
+	for int64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && int64(len(buf)) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 // header returns the next member's header; nil for a member to skip.
@@ -209,6 +237,13 @@ func (t *TarReader) header() (*tar.Header, error) {
 		return nil, nil
 	default:
 		return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(h.Typeflag))
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			// archive/tar reads a PAX sparse file's holes as zeros that
+			// no input holds: a few KB may stand for a TiB.
+			return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(tar.TypeGNUSparse))
+		}
 	}
 	if isMeta(h.Name) {
 		return nil, nil

@@ -142,7 +142,7 @@ func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
 		"symlink":         {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "a.png", typ: tar.TypeSymlink}), `mem.tar: member "a.png" is a symbolic link, not a regular file`},
 		"hard link":       {tarBytes(t, tarMember{name: "a.jpg"}, tarMember{name: "b.jpg", typ: tar.TypeLink}), `mem.tar: member "b.jpg" is a hard link, not a regular file`},
 		"fifo":            {tarBytes(t, tarMember{name: "a.pipe", typ: tar.TypeFifo}), `mem.tar: member "a.pipe" is a named pipe, not a regular file`},
-		"cut in data":     {good[:binEnd-1], `mem.tar: member "s000000.bin": truncated: unexpected EOF`},
+		"cut in data":     {good[:binEnd-1], `mem.tar: member "s000000.bin": truncated after 0 of its 1 bytes: unexpected EOF`},
 		"cut in header":   {good[:1024+100], `mem.tar: after member "s000000.cls": truncated or corrupt header: unexpected EOF`},
 		"cut at boundary": {good[:len(good)-1024], `mem.tar: truncated after member "s000000.json": no end-of-archive blocks`},
 		"empty file":      {nil, "mem.tar: empty file, not a tar"},

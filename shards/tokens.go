@@ -3,10 +3,12 @@ package shards
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
@@ -71,6 +73,10 @@ type tokenFile interface {
 	// file is not mapped.
 	view(off, n int64) []byte
 	readAt(p []byte, off int64) error
+	// contains reports whether addr is inside the mapping.
+	contains(addr uintptr) bool
+	// size returns the file's size now.
+	size() (int64, error)
 	close() error
 }
 
@@ -172,23 +178,95 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	row := len(dst) / max(len(b.Indices()), 1)
 	es := int64(d.cfg.DType.Size())
 	all := d.file.view(0, d.ntok*es) // nil when the file is not mapped
-	for i, index := range b.Indices() {
-		start := int64(index) * int64(d.cfg.Stride)
+	var i, index int                 // the window being copied
+	var start int64
+	fail := func(err error) error {
+		return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
+	}
+	err := d.guard(func() error {
+		for i, index = range b.Indices() {
+			start = int64(index) * int64(d.cfg.Stride)
+			if d.cfg.Random {
+				start = d.randomStart(b.Seed(i))
+			}
+			out := dst[i*row : (i+1)*row]
+			var err error
+			if end := (start + int64(d.cfg.Context) + 1) * es; all != nil && start >= 0 && end <= int64(len(all)) {
+				err = d.convert(out, all[start*es:end], start)
+			} else {
+				err = d.window(out, index, start) // read from the file, or an error
+			}
+			if err != nil {
+				return fail(err)
+			}
+		}
+		return nil
+	})
+	if f, ok := err.(fault); ok {
+		return fail(d.cut(index, start, f))
+	}
+	if err != nil || all == nil {
+		return err
+	}
+	// A file cut inside a page reads zeros past its end, with no fault:
+	// one stat a batch tells.
+	size, err := d.file.size()
+	if err != nil || size >= int64(len(all)) {
+		return err
+	}
+	for i, index = range b.Indices() {
+		start = int64(index) * int64(d.cfg.Stride)
 		if d.cfg.Random {
 			start = d.randomStart(b.Seed(i))
 		}
-		out := dst[i*row : (i+1)*row]
-		var err error
-		if end := (start + int64(d.cfg.Context) + 1) * es; all != nil && start >= 0 && end <= int64(len(all)) {
-			err = d.convert(out, all[start*es:end], start)
-		} else {
-			err = d.window(out, index, start) // read from the file, or an error
-		}
-		if err != nil {
-			return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
+		if (start+int64(d.cfg.Context)+1)*es > size {
+			return fail(d.cut(index, start, fault{}))
 		}
 	}
 	return nil
+}
+
+// fault is a fault of a read of the file's mapping at addr: the file was
+// cut short while mapped (SIGBUS).
+type fault struct{ addr uintptr }
+
+func (f fault) Error() string { return fmt.Sprintf("fault at address %#x", f.addr) }
+
+// guard runs f, which reads the file's mapping, and returns a fault of
+// those reads as an error rather than crashing the process: a mapped
+// file cut short (truncated, or rewritten shorter) faults on the pages
+// past its new end. debug.SetPanicOnFault is per goroutine: guard sets
+// it on the goroutine that reads, for the time of f only.
+func (d *TokenDataset) guard(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if e, ok := r.(interface{ Addr() uintptr }); ok && d.file.contains(e.Addr()) {
+			err = fault{e.Addr()}
+			return
+		}
+		panic(r) // not a read of the mapping: not ours to turn into an error
+	}()
+	return f()
+}
+
+// cut is the error of window index, from token start, which the file no
+// longer holds.
+func (d *TokenDataset) cut(index int, start int64, f fault) error {
+	es := int64(d.cfg.DType.Size())
+	now := "cannot be read"
+	if size, err := d.file.size(); err == nil {
+		now = fmt.Sprintf("is %d bytes", size)
+	}
+	msg := fmt.Sprintf("shards: Tokens: %s: window %d (tokens %d to %d, bytes %d to %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
+		d.path, index, start, start+int64(d.cfg.Context)+1, start*es, (start+int64(d.cfg.Context)+1)*es, now, d.ntok*es)
+	if f.addr != 0 {
+		msg += " (" + f.Error() + ")"
+	}
+	return errors.New(msg)
 }
 
 // Fill writes the window of sample s.Index() into its slot.
@@ -207,7 +285,17 @@ func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
 	if src := d.file.view(off, nbytes); src != nil {
-		return d.convert(dst, src, start)
+		err := d.guard(func() error { return d.convert(dst, src, start) })
+		if f, ok := err.(fault); ok {
+			return d.cut(index, start, f)
+		}
+		if err != nil {
+			return err
+		}
+		if size, err := d.file.size(); err != nil || size < off+nbytes {
+			return d.cut(index, start, fault{}) // cut inside a page: zeros, no fault
+		}
+		return nil
 	}
 	if d.cfg.Out == d.cfg.DType && littleEndian {
 		if err := d.file.readAt(dst, off); err != nil {
@@ -314,6 +402,16 @@ func (r readAtFile) view(int64, int64) []byte { return nil }
 func (r readAtFile) readAt(p []byte, off int64) error {
 	_, err := r.f.ReadAt(p, off)
 	return err
+}
+
+func (r readAtFile) contains(uintptr) bool { return false }
+
+func (r readAtFile) size() (int64, error) {
+	fi, err := r.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 func (r readAtFile) close() error { return r.f.Close() }

@@ -5,6 +5,7 @@ package shards
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,6 +41,19 @@ func (m *mappedFile) readAt(p []byte, off int64) error {
 	}
 	copy(p, m.data[off:])
 	return nil
+}
+
+func (m *mappedFile) contains(addr uintptr) bool {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.data)))
+	return base <= addr && addr-base < uintptr(len(m.data))
+}
+
+func (m *mappedFile) size() (int64, error) {
+	fi, err := m.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 func (m *mappedFile) close() error {
