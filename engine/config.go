@@ -198,7 +198,10 @@ func (c Config) validate() (Config, error) {
 	if err := c.OnError.validate(); err != nil {
 		return c, err
 	}
-	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler} {
+	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler, "WorkerInit": c.WorkerInit} {
+		if v != nil && isNil(v) {
+			return c, configError(name, "a nil %T", v)
+		}
 		if v, ok := v.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
 				return c, fmt.Errorf("engine: Config.%s: %w", name, err)
