@@ -41,13 +41,13 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 // Close, and says so.
 func (l *loader) collected() {
 	l.mu.Lock()
-	closed := l.closed
+	closed, workers := l.closed, len(l.workers)
 	l.mu.Unlock()
 	if closed {
 		return
 	}
 	l.logger.Warn("tensorbatch: a Loader was garbage-collected without Close; closing it (call Close to free its workers and pinned memory promptly)",
-		"workers", len(l.workers), "pinned_bytes", l.pool.Stats().Allocated)
+		"workers", workers, "pinned_bytes", l.pool.Stats().Allocated)
 	if err := l.Close(); err != nil {
 		l.logger.Error("tensorbatch: closing a garbage-collected Loader", "err", err)
 	}
