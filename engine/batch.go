@@ -13,7 +13,7 @@ import (
 // the body of the range loop that yielded it; Retain keeps it past the body
 // until the matching Release.
 type Batch struct {
-	l       *Loader
+	l       *loader
 	epoch   int
 	number  int
 	idx     []int

@@ -84,8 +84,11 @@ type Config struct {
 	// first Epoch(ctx, Resume.Epoch) continues right after the batch the
 	// State was taken after, with the same batches, bit for bit, as the
 	// uninterrupted run (for the same world size and batch size), whatever
-	// Workers and PrefetchFactor are. A state of another dataset length,
-	// schema or seed is refused by New, naming the mismatch.
+	// Workers and PrefetchFactor are. A state that does not fit (another
+	// Source, dataset length, schema or seed, a Position past its epoch, a
+	// bad Done list; see State) is refused by New, naming the field. An
+	// Epoch before Resume.Epoch run first is an error naming both epochs;
+	// a later one starts fresh and drops the saved position.
 	Resume *State
 	// LogEvery, when positive, logs one progress line through slog every
 	// LogEvery batches: epoch, batch, rate and the data-bound fraction.
@@ -198,7 +201,10 @@ func (c Config) validate() (Config, error) {
 	if err := c.OnError.validate(); err != nil {
 		return c, err
 	}
-	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler} {
+	for name, v := range map[string]any{"Sampler": c.Sampler, "BatchSampler": c.BatchSampler, "WorkerInit": c.WorkerInit} {
+		if v != nil && isNil(v) {
+			return c, configError(name, "a nil %T", v)
+		}
 		if v, ok := v.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
 				return c, fmt.Errorf("engine: Config.%s: %w", name, err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -34,6 +35,16 @@ func (d funcDataset) Len() int                                { return d.n }
 func (d funcDataset) Schema() collate.Schema                  { return d.schema }
 func (d funcDataset) Fill(ctx context.Context, s *Slot) error { return d.fill(ctx, s) }
 
+// check refuses a nil fill; New and the wrappers call it, since
+// DatasetFunc has no error to return. A negative n is refused as any
+// dataset's negative Len is.
+func (d funcDataset) check() error {
+	if d.fill == nil {
+		return errors.New("DatasetFunc: fill is nil")
+	}
+	return nil
+}
+
 // Slot is one sample's place in a batch buffer, handed to Fill. A Slot is
 // valid only during the Fill call it was given to.
 type Slot struct {
@@ -45,6 +56,7 @@ type Slot struct {
 	layout       *collate.Layout
 	buf          []byte
 	pcg          rand.PCG
+	stream       *streamEpoch // the run's StreamDataset reader, for StreamDataset.Fill; nil otherwise
 	rng          *rand.Rand
 }
 

@@ -53,11 +53,19 @@ func Concat(ds ...Dataset) (Dataset, error) {
 		if d == nil {
 			return nil, fmt.Errorf("engine: Concat: dataset %d is nil", k)
 		}
+		if err := checkDataset(fmt.Sprintf("Concat: dataset %d", k), d); err != nil {
+			return nil, err
+		}
+	}
+	for k, d := range ds {
 		if err := sameSchema(ds[0].Schema(), d.Schema()); err != nil {
 			return nil, fmt.Errorf("engine: Concat: dataset %d's schema differs from dataset 0's: %w", k, err)
 		}
-		m := d.Len()
-		if m < 0 || m > maxSamples-n {
+		m, err := datasetLen(d)
+		if err != nil {
+			return nil, fmt.Errorf("engine: Concat: dataset %d: %w", k, err)
+		}
+		if m > maxSamples-n {
 			return nil, fmt.Errorf("engine: Concat: dataset %d has Len %d, want 0 <= Len and %d samples in all at most", k, m, maxSamples)
 		}
 		n += m
@@ -117,10 +125,10 @@ func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
 // appear more than once. Every index must be in [0, ds.Len()); the error
 // names the first that is not, with its position. The indices are copied.
 func Subset(ds Dataset, indices []int) (Dataset, error) {
-	if ds == nil {
-		return nil, fmt.Errorf("engine: Subset: nil dataset")
+	n, err := innerLen("Subset", ds)
+	if err != nil {
+		return nil, err
 	}
-	n := ds.Len()
 	for pos, i := range indices {
 		if i < 0 || i >= n {
 			return nil, fmt.Errorf("engine: Subset: index %d at position %d is out of range [0, %d)", i, pos, n)
@@ -156,20 +164,33 @@ func (d *subsetDataset) Fill(ctx context.Context, s *Slot) error {
 // turn, from the first, as PyTorch does), or counts that sum to ds.Len().
 // Like PyTorch, sizes that sum to 1 (within 1e-9) are fractions.
 func RandomSplit(ds Dataset, seed uint64, sizes ...float64) ([]Dataset, error) {
-	if ds == nil {
-		return nil, fmt.Errorf("engine: RandomSplit: nil dataset")
+	n, err := innerLen("RandomSplit", ds)
+	if err != nil {
+		return nil, err
 	}
-	counts, err := splitCounts(ds.Len(), sizes)
+	counts, err := splitCounts(n, sizes)
 	if err != nil {
 		return nil, fmt.Errorf("engine: RandomSplit: %w", err)
 	}
-	order := perm(rand.NewPCG(seed, 0x53504c4954), make([]int, ds.Len())) // "SPLIT"
+	order := perm(rand.NewPCG(seed, 0x53504c4954), make([]int, n)) // "SPLIT"
 	out := make([]Dataset, len(counts))
 	for k, c := range counts {
 		out[k] = &subsetDataset{ds: ds, idx: order[:c:c]}
 		order = order[c:]
 	}
 	return out, nil
+}
+
+// innerLen checks the dataset given to wrapper fn and returns its length.
+func innerLen(fn string, ds Dataset) (int, error) {
+	if err := checkDataset(fn, ds); err != nil {
+		return 0, err
+	}
+	n, err := datasetLen(ds)
+	if err != nil {
+		return 0, fmt.Errorf("engine: %s: %w", fn, err)
+	}
+	return n, nil
 }
 
 // splitCounts turns RandomSplit's sizes into counts that sum to n.

@@ -11,4 +11,28 @@
 // (Config.Backend) each batch is also copied to device memory on the
 // filling worker's stream; Batch.DeviceTensor and Batch.Event hand it to
 // the training loop's own CUDA or HIP code.
+//
+// # Errors and reliability
+//
+// Constructors check what they are given: New, Concat, Subset, RandomSplit
+// and FromStream refuse a nil or typed-nil dataset or stream (a nil
+// *StreamDataset), a negative Len, a nil fill, and New refuses invalid
+// samplers (Validate) and resume states, with an error that names the
+// field. A schema error, including a field that clashes with the
+// "<name>_len" lengths field of a Dynamic field, matches
+// errors.Is(err, collate.ErrSchema).
+//
+// A Fill that returns an error, panics, runs past Config.Timeout or calls
+// runtime.Goexit (t.FailNow, require's helpers) ends the epoch with a
+// *SampleError naming the sample, after the batches before it; Close
+// returns in every case (see NOTE [goexit] for Workers 0, where Fill runs
+// on the consumer's goroutine and Goexit ends it).
+//
+// Config.Resume refuses a State that does not fit (another dataset, seed
+// or Source, a Position past its epoch, a bad Done list), and an Epoch
+// call before the saved epoch is an error naming both epochs. A
+// StreamDataset may be read by several Loaders at once. A Loader dropped
+// without Close is closed by the garbage collector with a logged warning,
+// as an os.File is; an epoch that DropLast leaves without a batch logs a
+// warning once per loader.
 package engine

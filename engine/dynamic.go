@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/tensorbatch/tensorbatch/collate"
 )
 
@@ -13,18 +15,28 @@ type dynField struct {
 	pad         []byte
 }
 
-// withLengths returns the layout schema: s plus an int64 "<name>_len"
-// field after it for each Dynamic field, and those fields' positions.
-func withLengths(s collate.Schema) (collate.Schema, []dynField) {
+// withLengths returns the layout schema: s, a valid schema, plus an int64
+// "<name>_len" field after it for each Dynamic field, and those fields'
+// positions. A field of s already named like a lengths field is a schema
+// error (wrapping collate.ErrSchema) that names both fields.
+func withLengths(s collate.Schema) (collate.Schema, []dynField, error) {
 	out := append(collate.Schema(nil), s...)
 	var dyn []dynField
 	for i, f := range s {
 		if f.IsDynamic() {
+			name := f.Name + lenSuffix
+			if j := s.Index(name); j >= 0 {
+				return nil, nil, fmt.Errorf("collate: %w: field %d %q clashes with the lengths field %q of Dynamic field %d %q, which the loader adds; rename one",
+					collate.ErrSchema, j, name, name, i, f.Name)
+			}
 			dyn = append(dyn, dynField{field: i, lens: len(out), pad: f.PadBytes()})
-			out = append(out, collate.Field{Name: f.Name + lenSuffix, DType: collate.Int64})
+			out = append(out, collate.Field{Name: name, DType: collate.Int64})
 		}
 	}
-	return out, dyn
+	if err := out.Validate(); err != nil { // a backstop: s is valid and the names are new
+		return nil, nil, err
+	}
+	return out, dyn, nil
 }
 
 // padBatch pads every Dynamic field of a filled batch of n samples to its

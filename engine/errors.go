@@ -14,6 +14,10 @@ var (
 	// ErrTimeout is wrapped by the SampleError of a sample whose Fill ran
 	// longer than Config.Timeout.
 	ErrTimeout = errors.New("sample timed out")
+	// ErrGoexit is wrapped by the SampleError of a sample whose Fill
+	// called runtime.Goexit (t.FailNow, log.Fatal-like helpers); see
+	// NOTE [goexit].
+	ErrGoexit = errors.New("Fill called runtime.Goexit")
 )
 
 // SampleError is the error of one sample: Fill returned an error, panicked

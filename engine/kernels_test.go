@@ -174,7 +174,8 @@ func TestDynamicFieldErrorsNameFieldAndIndex(t *testing.T) {
 	}
 	clash := append(collate.Schema{{Name: "tokens_len", DType: collate.Int64}}, seqSchema...)
 	_, err := engine.New(engine.DatasetFunc(1, clash, fillSeq), engine.Config{})
-	assert.ErrorContains(t, err, `both named "tokens_len"`)
+	assert.ErrorIs(t, err, collate.ErrSchema)
+	assert.ErrorContains(t, err, `field 0 "tokens_len" clashes with the lengths field "tokens_len" of Dynamic field 1 "tokens"`)
 }
 
 // BenchmarkTensorsLoader is the loader on an in-memory dataset: 4096 rows

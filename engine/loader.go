@@ -16,9 +16,11 @@ import (
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
-// Loader delivers the batches of a Dataset, epoch by epoch. One epoch runs
-// at a time; Close may be called from any goroutine, at any point.
-type Loader struct {
+// loader is a Loader's state. Every goroutine the loader starts (workers,
+// the watchers of a run's ctx, a stream's reader) holds this inner struct,
+// never the Loader handed to the caller, so that a Loader dropped without
+// Close becomes unreachable and its cleanup closes the loader (see New).
+type loader struct {
 	ds     Dataset
 	cfg    Config
 	bs     BatchSampler
@@ -38,8 +40,9 @@ type Loader struct {
 	workers  []*worker      // persistent workers; nil until the first epoch
 	wg       sync.WaitGroup // persistent worker goroutines
 
-	closeOnce sync.Once
-	closeErr  error
+	closeOnce    sync.Once
+	dropLastOnce sync.Once // the warning of warnDropLast
+	closeErr     error
 
 	tune    *tuner   // guarded by the active run's mu
 	pos     position // where the epochs stand, for State
@@ -56,11 +59,13 @@ type Loader struct {
 	epochStart  time.Time // of the running epoch; zero when none runs
 }
 
-// New returns a loader of ds configured by cfg. An invalid config gives an
-// error that names the field and what it accepts.
-func New(ds Dataset, cfg Config) (*Loader, error) {
+// newLoader returns the loader of New.
+func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	if ds == nil {
 		return nil, errors.New("engine: New: nil Dataset")
+	}
+	if err := checkDataset("New", ds); err != nil {
+		return nil, err
 	}
 	autoWorkers, autoPrefetch := cfg.Workers == AutoWorkers, cfg.PrefetchFactor == AutoPrefetch && cfg.Workers != 0
 	cfg, err := cfg.validate()
@@ -75,7 +80,10 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	full, dyn := withLengths(schema)
+	full, dyn, err := withLengths(schema)
+	if err != nil {
+		return nil, fmt.Errorf("engine: Dataset.Schema: %w", err)
+	}
 	layout, err := newLayout(full, cfg.BatchSize)
 	if err != nil {
 		return nil, err
@@ -95,7 +103,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: Config.Backend: %w", err)
 	}
-	l := &Loader{
+	l := &loader{
 		ds:     ds,
 		cfg:    cfg,
 		bs:     cfg.BatchSampler,
@@ -136,18 +144,18 @@ func poolOptions(cfg Config) []pinned.PoolOption {
 }
 
 // Backend returns the backend batches are loaded for and why it was chosen.
-func (l *Loader) Backend() pinned.Selection { return l.sel }
+func (l *loader) Backend() pinned.Selection { return l.sel }
 
 // Config returns the loader's configuration with defaults filled in.
-func (l *Loader) Config() Config { return l.cfg }
+func (l *loader) Config() Config { return l.cfg }
 
 // Shard returns this process's rank and the world size epochs are
 // sharded over.
-func (l *Loader) Shard() Shard { return l.shard }
+func (l *loader) Shard() Shard { return l.shard }
 
 // batchSampler returns the batch sampler for a dataset of n samples,
 // skipping the first skip units of the epoch's global order.
-func (l *Loader) batchSampler(n, skip int) BatchSampler {
+func (l *loader) batchSampler(n, skip int) BatchSampler {
 	if l.bs != nil {
 		return shardedBatches{l.bs, l.shard, skip}
 	}
@@ -172,7 +180,7 @@ func (l *Loader) batchSampler(n, skip int) BatchSampler {
 // ctx's cancellation, or ErrClosed; for a StreamDataset, also a read
 // error after the last batch (a shard with more or fewer records than
 // listed, beyond the records of the batches).
-func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
+func (l *loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
 		r, err := l.start(ctx, epoch)
 		if err != nil {
@@ -194,8 +202,8 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			}
 			l.progress(r, b)
 		}
-		if sd, ok := l.ds.(*StreamDataset); ok {
-			if err := sd.wait(ctx); err != nil {
+		if r.stream != nil {
+			if err := r.stream.wait(ctx); err != nil {
 				yield(nil, err)
 			}
 		}
@@ -210,7 +218,7 @@ func yieldBatch(yield func(*Batch, error) bool, b *Batch) bool {
 }
 
 // start sets up the run of one epoch and hands it to the workers.
-func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
+func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 	if epoch < 0 {
 		return nil, fmt.Errorf("engine: epoch %d, want >= 0", epoch)
 	}
@@ -227,8 +235,13 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	}
 	l.tune.epoch()
 	var resume *State
-	if st := l.cfg.Resume; st != nil && !l.resumed && epoch == st.Epoch {
-		resume = st
+	if st := l.cfg.Resume; st != nil && !l.resumed {
+		switch {
+		case epoch < st.Epoch:
+			return nil, fmt.Errorf("engine: Epoch(%d) before epoch %d of Config.Resume: the resumed loader continues at epoch %d (run epochs from Resume.Epoch on)", epoch, st.Epoch, st.Epoch)
+		case epoch == st.Epoch:
+			resume = st
+		}
 	}
 	var skip int
 	if resume != nil {
@@ -237,6 +250,9 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 	batches, err := l.epochBatches(epoch, skip)
 	if err != nil {
 		return nil, err
+	}
+	if len(batches) == 0 && skip == 0 && l.cfg.DropLast {
+		l.warnDropLast(epoch)
 	}
 	numbers := l.track(epoch, resume, batches)
 	batches = dropDone(batches, numbers, l.pos.offset)
@@ -255,15 +271,14 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		l.layout = layout
 	}
 	for i, w := range l.workers {
-		if w.gone() { // abandoned in a stuck Fill: a new worker takes its place
+		if w.gone() || w.lost.Load() { // abandoned in a stuck Fill, or ended by Goexit: a new worker takes its place
 			l.workers[i] = l.startWorker(i)
 		}
 	}
 	workers := l.workers
+	var stream *streamEpoch
 	if sd, ok := l.ds.(*StreamDataset); ok { // the last step that may fail
-		if err := sd.begin(epoch, l.cfg.Seed, l.shard, batches); err != nil {
-			return nil, err
-		}
+		stream = sd.begin(epoch, l.cfg.Seed, l.shard, batches)
 	}
 	if l.cfg.Workers > 0 && workers == nil {
 		workers = make([]*worker, l.cfg.Workers)
@@ -279,7 +294,7 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	r := newRun(ctx, l, epoch, batches, workers)
-	r.offset, r.numbers = l.pos.offset, numbers
+	r.offset, r.numbers, r.stream = l.pos.offset, numbers, stream
 	r.wg.Add(len(workers))
 	for _, w := range workers {
 		if w.runs != nil {
@@ -289,7 +304,7 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	l.active = r
-	l.resumed = l.resumed || resume != nil
+	l.resumed = l.cfg.Resume != nil
 	l.statsMu.Lock()
 	l.epochStart = time.Now()
 	l.statsMu.Unlock()
@@ -299,21 +314,19 @@ func (l *Loader) start(ctx context.Context, epoch int) (*run, error) {
 // track starts the position of an epoch of batches, resumed from st when
 // set, and returns the batch numbers of an out-of-order resume (nil
 // otherwise: batch k is number offset+k). Called with l.mu held.
-func (l *Loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
-	unit := l.shard.WorldSize
-	if _, ok := l.ds.(*StreamDataset); ok { // positions are the rank's own
-		unit = 1
-	}
-	if l.bs == nil {
-		unit *= l.cfg.BatchSize
-	}
+func (l *loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
+	unit := l.unit()
 	p := position{epoch: epoch, unit: unit, delivered: make([]bool, len(batches)), batches: len(batches), ran: true}
 	if st != nil {
 		p.base, p.offset = st.Position, st.Position/unit
-		if len(st.Done) > 0 {
+		if len(st.Done) > 0 { // increasing, checked by New: one merge, linear
 			numbers = make([]int, 0, len(batches))
+			done := st.Done
 			for i := range batches {
-				if slices.Contains(st.Done, p.offset+i) {
+				for len(done) > 0 && done[0] < p.offset+i {
+					done = done[1:]
+				}
+				if len(done) > 0 && done[0] == p.offset+i {
 					p.deliver(p.offset + i)
 				} else {
 					numbers = append(numbers, p.offset+i)
@@ -340,14 +353,14 @@ func dropDone(batches [][]int, numbers []int, offset int) [][]int {
 
 // delivered records batch number k of the running epoch as consumed: handed
 // to the consumer, or skipped whole.
-func (l *Loader) delivered(k int) {
+func (l *loader) delivered(k int) {
 	l.mu.Lock()
 	l.pos.deliver(k)
 	l.mu.Unlock()
 }
 
 // progress logs a progress line every Config.LogEvery batches.
-func (l *Loader) progress(r *run, b *Batch) {
+func (l *loader) progress(r *run, b *Batch) {
 	if e := l.cfg.LogEvery; e > 0 && l.batches.Load()%int64(e) == 0 {
 		st := l.Stats()
 		l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", len(r.batches)+r.offset,
@@ -355,8 +368,32 @@ func (l *Loader) progress(r *run, b *Batch) {
 	}
 }
 
+// warnDropLast warns, once per loader, that DropLast left epoch without a
+// batch because BatchSize exceeds the samples on this rank.
+func (l *loader) warnDropLast(epoch int) {
+	n, err := datasetLen(l.ds)
+	if err != nil {
+		return
+	}
+	b, ok := l.batchSampler(n, 0).(Batched)
+	if !ok {
+		return
+	}
+	samples := func() (m int) {
+		defer func() { recover() }() // a sampler that panics failed the epoch already
+		return len(b.Sampler.Order(epoch))
+	}()
+	if samples == 0 {
+		return
+	}
+	l.dropLastOnce.Do(func() {
+		l.logger.Warn(fmt.Sprintf("tensorbatch: DropLast drops every sample: BatchSize %d exceeds the %d samples of an epoch on this rank, so epochs deliver no batch", b.Size, samples),
+			"epoch", epoch, "batch_size", b.Size, "samples", samples, "rank", l.shard.Rank, "world_size", l.shard.WorldSize)
+	})
+}
+
 // startWorker starts persistent worker id. Called with l.mu held.
-func (l *Loader) startWorker(id int) *worker {
+func (l *loader) startWorker(id int) *worker {
 	w := newWorker(id, l.cfg.Seed)
 	w.runs = make(chan *run, 1)
 	l.wg.Add(1)
@@ -387,7 +424,7 @@ func datasetLen(ds Dataset) (n int, err error) {
 // epochBatches returns the batches of epoch from the dataset's length at
 // this epoch, checked, with a panic of a sampler turned into an error,
 // skipping the first skip units of the epoch's global order.
-func (l *Loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
+func (l *loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
 	n, err := datasetLen(l.ds)
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
@@ -405,11 +442,16 @@ func (l *Loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
 }
 
 // newLayout lays out batches of size samples; a batch too large to address
-// is an error that names BatchSize and the bytes it would take.
+// is an error that names BatchSize and the bytes it would take. An invalid
+// schema is the schema's error, whatever size is: New validates the layout
+// schema before it gets here, so this is a backstop.
 func newLayout(s collate.Schema, size int) (*collate.Layout, error) {
 	layout, err := collate.NewLayout(s, size)
-	if err == nil {
+	switch {
+	case err == nil:
 		return layout, nil
+	case errors.Is(err, collate.ErrSchema):
+		return nil, fmt.Errorf("engine: Dataset.Schema: %w", err)
 	}
 	sample := new(big.Int)
 	for _, f := range s {
@@ -446,12 +488,10 @@ func newLayout(s collate.Schema, size int) (*collate.Layout, error) {
 // there is no telling a stuck Fill from a slow one, and the waits wait.
 
 // finish ends run r; see NOTE [shutdown].
-func (l *Loader) finish(r *run) {
+func (l *loader) finish(r *run) {
 	r.stop(nil)
 	l.await(&r.wg, r.workers)
-	if sd, ok := l.ds.(*StreamDataset); ok {
-		sd.end()
-	}
+	r.stream.end()
 	r.recycle()
 	if l.consumer != nil { // Workers 0: its stream ends here, on its own goroutine
 		if err := l.consumer.close(l); err != nil {
@@ -472,7 +512,7 @@ func (l *Loader) finish(r *run) {
 // named for the batch (Config.Stream, Batch.RecordStream), or on the legacy
 // default stream when none is, so that the next copy into it waits for
 // that work.
-func (l *Loader) release(host, dev *pinned.Buffer, streams []pinned.Stream) {
+func (l *loader) release(host, dev *pinned.Buffer, streams []pinned.Stream) {
 	if dev != nil {
 		if l.cfg.Stream != 0 {
 			streams = append(streams, pinned.Stream(l.cfg.Stream))
@@ -490,7 +530,7 @@ func (l *Loader) release(host, dev *pinned.Buffer, streams []pinned.Stream) {
 // recycle puts a batch's buffers back into their pools. With a GPU backend
 // each is fenced by its own event, recorded after the batch's copy: the
 // host buffer is read by the copy, and the device buffer written by it.
-func (l *Loader) recycle(host, dev *pinned.Buffer) {
+func (l *loader) recycle(host, dev *pinned.Buffer) {
 	err := l.pool.Put(host, l.fence(host))
 	if dev != nil {
 		err = errors.Join(err, l.dpool.Put(dev, l.fence(dev)))
@@ -504,7 +544,7 @@ func (l *Loader) recycle(host, dev *pinned.Buffer) {
 // workers. With a Timeout, a worker stuck in one Fill for longer is
 // abandoned (which counts it done), so a Fill that ignores its ctx cannot
 // hang the consumer or Close; see NOTE [shutdown].
-func (l *Loader) await(wg *sync.WaitGroup, workers []*worker) {
+func (l *loader) await(wg *sync.WaitGroup, workers []*worker) {
 	t := l.cfg.Timeout
 	if t <= 0 || len(workers) == 0 {
 		wg.Wait()
@@ -530,7 +570,7 @@ func (l *Loader) await(wg *sync.WaitGroup, workers []*worker) {
 }
 
 // fence is what a buffer waits for before reuse: its event's last record.
-func (l *Loader) fence(b *pinned.Buffer) pinned.Fence {
+func (l *loader) fence(b *pinned.Buffer) pinned.Fence {
 	if l.gpu == nil {
 		return nil
 	}
@@ -540,7 +580,7 @@ func (l *Loader) fence(b *pinned.Buffer) pinned.Fence {
 // Close stops the running epoch, if any, ends the workers and frees the
 // cached buffers; see NOTE [shutdown]. It is safe to call more than once
 // and from any goroutine; later calls return the first call's result.
-func (l *Loader) Close() error {
+func (l *loader) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closed = true
@@ -613,7 +653,7 @@ type Stats struct {
 }
 
 // Stats returns the loader's counters.
-func (l *Loader) Stats() Stats {
+func (l *loader) Stats() Stats {
 	s := Stats{
 		Batches:        l.batches.Load(),
 		Samples:        l.samples.Load(),
@@ -664,7 +704,7 @@ func (l *Loader) Stats() Stats {
 // len(loader) in PyTorch, or 0 when the dataset's Len is invalid. With a
 // custom Sampler or BatchSampler it counts epoch 0's; an epoch resumed
 // from Config.Resume delivers fewer.
-func (l *Loader) Len() int {
+func (l *loader) Len() int {
 	n, err := datasetLen(l.ds)
 	if err != nil {
 		return 0

@@ -115,7 +115,7 @@ const maxSkippedKept = 1000
 
 // skip records a skipped sample: counted, kept for Stats (the first
 // maxSkippedKept), logged.
-func (l *Loader) skip(e *SampleError) {
+func (l *loader) skip(e *SampleError) {
 	l.skipped.Add(1)
 	l.statsMu.Lock()
 	if len(l.skippedList) < maxSkippedKept {

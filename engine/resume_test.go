@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 )
 
@@ -188,4 +189,242 @@ func TestResumeRefusesAnotherDatasetNamingTheMismatch(t *testing.T) {
 		_, err := engine.New(tc.ds, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)
 	}
+}
+
+// savedState returns the State of a loader of n samples (BatchSize 4,
+// Seed 1) taken after batches batches of epoch 0.
+func savedState(t *testing.T, n, batches int) engine.State {
+	t.Helper()
+	_, st := runSteps(t, newLoader(t, engine.DatasetFunc(n, indexSchema, fillIndex), engine.Config{BatchSize: 4, Seed: 1}), 0, 1, batches)
+	return st
+}
+
+func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
+	const n = 100
+	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
+	saved := savedState(t, n, 2)
+	require.Equal(t, 8, saved.Position)
+	for _, tc := range []struct {
+		name string
+		edit func(st *engine.State)
+		want string
+	}{
+		{"position past the end", func(st *engine.State) { st.Position = n + 1 }, "engine: Config.Resume: Position: 101 is at or past the end of epoch 0, whose order has 100"},
+		{"position at the end", func(st *engine.State) { st.Position = n }, "engine: Config.Resume: Position: 100 is at or past the end"},
+		{"position 2^40", func(st *engine.State) { st.Position = 1 << 40 }, "engine: Config.Resume: Position: 1099511627776 is at or past the end"},
+		{"negative position", func(st *engine.State) { st.Position = -4 }, "engine: Config.Resume: Position: -4, want >= 0"},
+		{"negative epoch", func(st *engine.State) { st.Epoch = -1 }, "engine: Config.Resume: Epoch: -1, want >= 0"},
+		{"negative batches", func(st *engine.State) { st.Batches = -2 }, "engine: Config.Resume: Batches: -2, want >= 0"},
+		{"batch size 0", func(st *engine.State) { st.BatchSize = 0 }, "engine: Config.Resume: BatchSize: 0, want > 0"},
+		{"world size -1", func(st *engine.State) { st.WorldSize = -1 }, "engine: Config.Resume: WorldSize: -1, want > 0"},
+		{"unknown source", func(st *engine.State) { st.Source = "mmap" }, `engine: Config.Resume: Source: "mmap", want "map" or "stream"`},
+		{"duplicate done", func(st *engine.State) { st.Done = []int{5, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 5: want increasing batch numbers, each once"},
+		{"unsorted done", func(st *engine.State) { st.Done = []int{7, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 7"},
+		{"done past the end", func(st *engine.State) { st.Done = []int{4, 25} }, "engine: Config.Resume: Done: entry 1 is batch 25, want one after the first batch not delivered (2) and before the end of the epoch (25)"},
+		{"done the first not delivered", func(st *engine.State) { st.Done = []int{2} }, "engine: Config.Resume: Done: entry 0 is batch 2"},
+		{"done negative", func(st *engine.State) { st.Done = []int{-3} }, "engine: Config.Resume: Done: entry 0 is batch -3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := *roundTrip(t, saved)
+			tc.edit(&st)
+			_, err := engine.New(ds, engine.Config{BatchSize: 4, Seed: 1, Resume: &st})
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	t.Run("a state without a source (saved by an older version) resumes as before", func(t *testing.T) {
+		var st engine.State
+		require.NoError(t, json.Unmarshal([]byte(`{"epoch":0,"position":8,"batches":2,"seed":1,"len":100,"schema":"`+saved.Schema+`","batch_size":4,"world_size":1}`), &st))
+		l := newLoader(t, ds, engine.Config{BatchSize: 4, Seed: 1, Resume: &st})
+		numbers, err := untilError(l, 0)
+		require.NoError(t, err)
+		assert.Len(t, numbers, 23, "batches 2 to 24")
+		assert.Equal(t, 2, numbers[0])
+	})
+	t.Run("valid done", func(t *testing.T) {
+		st := *roundTrip(t, saved)
+		st.Done = []int{4, 24}
+		l := newLoader(t, ds, engine.Config{BatchSize: 4, Seed: 1, Resume: &st})
+		numbers, err := untilError(l, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []int{2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, numbers)
+	})
+}
+
+func TestResumeRefusesAStateOfTheOtherKindOfSource(t *testing.T) {
+	clearLauncherEnv(t)
+	const n = 29 // memStream(10, 7, 12)
+	stream := func() engine.Dataset { return streamDataset(t, newMemStream(10, 7, 12), engine.StreamConfig{}) }
+	mapped := func() engine.Dataset { return engine.DatasetFunc(n, indexSchema, fillIndex) }
+	for _, tc := range []struct {
+		name     string
+		from, to func() engine.Dataset
+		want     string
+	}{
+		{"stream to map", stream, mapped, `engine: Config.Resume: Source: the state was saved from a "stream" dataset, this one is a "map" dataset`},
+		{"map to stream", mapped, stream, `engine: Config.Resume: Source: the state was saved from a "map" dataset, this one is a "stream" dataset`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cut := range []int{1, 3, 5} {
+				cfg := engine.Config{BatchSize: 3, Seed: 5}
+				_, st := runSteps(t, newLoader(t, tc.from(), cfg), 0, 1, cut)
+				cfg.Resume = roundTrip(t, st)
+				_, err := engine.New(tc.to(), cfg)
+				assert.ErrorContains(t, err, tc.want, "cut after %d", cut)
+			}
+		})
+	}
+}
+
+func TestResumeWithALongDoneListResumesExactlyTheRest(t *testing.T) {
+	// 10^5 batches done out of order: an O(batches × Done) resume would take
+	// 10^10 steps; a linear one, a blink.
+	const n, done = 200_001, 100_000
+	schema := collate.Schema{{Name: "index", DType: collate.Int64}}
+	ds := engine.DatasetFunc(n, schema, func(_ context.Context, s *engine.Slot) error {
+		collate.As[int64](s.Tensor("index"))[0] = int64(s.Index())
+		return nil
+	})
+	probe := newLoader(t, ds, engine.Config{Seed: 3})
+	st := probe.State()
+	for k := 1; k <= 2*done; k += 2 { // batch 0 is the gap; every odd batch was delivered
+		st.Done = append(st.Done, k)
+	}
+	l := newLoader(t, ds, engine.Config{Seed: 3, Resume: roundTrip(t, st), Workers: 2})
+	next := 0
+	for b, err := range l.Epoch(context.Background(), 0) {
+		require.NoError(t, err)
+		require.Equal(t, next, b.Number())
+		require.Equal(t, int64(next), collate.As[int64](b.Tensor("index"))[0])
+		if next < 2*done {
+			next += 2
+		} else {
+			next++
+		}
+	}
+	assert.Equal(t, n, next, "every batch not in Done, once")
+	assert.Equal(t, 1, l.State().Epoch)
+}
+
+func TestResumeWithAMillionDoneStartsAtOnce(t *testing.T) {
+	// Starting the epoch matches 2×10^6 batches against 10^6 Done entries:
+	// 10^12 steps if each looked the list through (the test would hang),
+	// a few million with one merge. No clock is read.
+	const n, done = 2_000_001, 1_000_000
+	schema := collate.Schema{{Name: "index", DType: collate.Int64}}
+	ds := engine.DatasetFunc(n, schema, func(_ context.Context, s *engine.Slot) error {
+		collate.As[int64](s.Tensor("index"))[0] = int64(s.Index())
+		return nil
+	})
+	st := newLoader(t, ds, engine.Config{}).State()
+	for k := 1; k <= 2*done; k += 2 {
+		st.Done = append(st.Done, k)
+	}
+	l := newLoader(t, ds, engine.Config{Resume: &st})
+	var numbers []int
+	for b, err := range l.Epoch(context.Background(), 0) {
+		require.NoError(t, err)
+		numbers = append(numbers, b.Number())
+		if len(numbers) == 3 {
+			break
+		}
+	}
+	assert.Equal(t, []int{0, 2, 4}, numbers)
+}
+
+func TestResumedLoaderRefusesEarlierEpochs(t *testing.T) {
+	const n = 40
+	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
+	cfg := engine.Config{BatchSize: 4, Seed: 2, Shuffle: true}
+	want, _ := runSteps(t, newLoader(t, ds, cfg), 0, 4, -1) // 10 batches an epoch
+	first := newLoader(t, ds, cfg)
+	_, st := runSteps(t, first, 0, 4, 23) // epoch 2, after 3 batches
+	require.NoError(t, first.Close())
+	require.Equal(t, 2, st.Epoch)
+	for _, workers := range []int{0, 3} {
+		t.Run(fmt.Sprint("workers ", workers), func(t *testing.T) {
+			c := cfg
+			c.Workers, c.Resume = workers, roundTrip(t, st)
+			l := newLoader(t, ds, c)
+			var got []step
+			for epoch := range 4 { // the naive loop
+				for b, err := range l.Epoch(context.Background(), epoch) {
+					if epoch < st.Epoch {
+						require.Error(t, err, "epoch %d", epoch)
+						assert.ErrorContains(t, err, fmt.Sprintf("Epoch(%d) before epoch 2 of Config.Resume", epoch))
+						assert.Equal(t, st, l.State(), "a refused epoch leaves the saved position")
+						break
+					}
+					require.NoError(t, err)
+					got = append(got, stepOf(b))
+				}
+			}
+			assert.Equal(t, want[23:], got, "the rest of epoch 2, then all of epoch 3")
+		})
+	}
+	t.Run("a later epoch first starts fresh", func(t *testing.T) {
+		c := cfg
+		c.Resume = roundTrip(t, st)
+		l := newLoader(t, ds, c)
+		got, _ := runSteps(t, l, 3, 4, -1)
+		assert.Equal(t, want[30:], got)
+	})
+}
+
+// FuzzState hands arbitrary JSON to Config.Resume: New either refuses it
+// with an error naming Config.Resume, or the first epoch delivers exactly
+// the rest of the epoch the state names.
+func FuzzState(f *testing.F) {
+	const n, size = 23, 4
+	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
+	cfg := engine.Config{BatchSize: size, Seed: 7}
+	l, err := engine.New(ds, cfg)
+	require.NoError(f, err)
+	for epoch := range 2 {
+		for range l.Epoch(context.Background(), epoch) {
+			data, err := json.Marshal(l.State())
+			require.NoError(f, err)
+			f.Add(data)
+		}
+	}
+	st := l.State()
+	require.NoError(f, l.Close())
+	st.Epoch, st.Position, st.Batches, st.Done = 0, 4, 1, []int{3, 5}
+	data, _ := json.Marshal(st)
+	f.Add(data)
+	f.Add([]byte(`{"source":"map","epoch":0,"position":101,"seed":7,"len":23,"batch_size":4,"world_size":1}`))
+	f.Add([]byte(`{"epoch":1,"position":-1,"done":[1,1,-1]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var st engine.State
+		if json.Unmarshal(data, &st) != nil {
+			return
+		}
+		c := cfg
+		c.Resume = &st
+		l, err := engine.New(ds, c)
+		if err != nil {
+			require.ErrorContains(t, err, "engine: Config.Resume: ")
+			return
+		}
+		defer l.Close()
+		done := map[int]bool{}
+		for _, k := range st.Done {
+			done[k] = true
+		}
+		var want [][]int
+		for k, start := st.Position/size, st.Position; start < n; k, start = k+1, start+size {
+			if !done[k] {
+				want = append(want, seq(n)[start:min(start+size, n)])
+			}
+		}
+		var got [][]int
+		for b, err := range l.Epoch(context.Background(), st.Epoch) {
+			require.NoError(t, err)
+			got = append(got, b.Indices())
+			for i, v := range collate.As[int64](b.Tensor("index")) {
+				require.Equal(t, int64(b.Indices()[i]), v)
+			}
+		}
+		require.Equal(t, want, got, "state %+v", st)
+	})
 }

@@ -22,7 +22,7 @@ import (
 // its samples down and the worker that fills the last one completes it.
 // The consumer takes batches in order.
 type run struct {
-	l       *Loader
+	l       *loader
 	epoch   int
 	batches [][]int
 	layout  *collate.Layout
@@ -50,8 +50,9 @@ type run struct {
 	stopped  bool
 	err      error // a failure of the run itself (not of a sample)
 
-	offset  int   // the number of batch 0 (a resumed epoch starts past 0)
-	numbers []int // with an out-of-order resume, batch k's number; nil: offset+k
+	stream  *streamEpoch // the reader of a StreamDataset's epoch; nil otherwise
+	offset  int          // the number of batch 0 (a resumed epoch starts past 0)
+	numbers []int        // with an out-of-order resume, batch k's number; nil: offset+k
 }
 
 // pending is a started batch.
@@ -76,7 +77,7 @@ type failure struct {
 	err *SampleError
 }
 
-func newRun(ctx context.Context, l *Loader, epoch int, batches [][]int, workers []*worker) *run {
+func newRun(ctx context.Context, l *loader, epoch int, batches [][]int, workers []*worker) *run {
 	r := &run{
 		l:       l,
 		epoch:   epoch,
@@ -253,12 +254,20 @@ func (r *run) initWorker(w *worker) bool {
 		return true
 	}
 	err := func() (err error) {
+		returned := false
 		defer func() {
 			if v := recover(); v != nil {
-				err = fmt.Errorf("%w\n%s", panicError(v), debug.Stack())
+				err, returned = fmt.Errorf("%w\n%s", panicError(v), debug.Stack()), true
+			}
+			if !returned { // runtime.Goexit: the goroutine is gone (NOTE [goexit])
+				r.mu.Lock()
+				r.fail(fmt.Errorf("engine: Config.WorkerInit of worker %d: %w", w.id, ErrGoexit))
+				r.mu.Unlock()
 			}
 		}()
-		return init.InitWorker(r.ctx, w.id)
+		err = init.InitWorker(r.ctx, w.id)
+		returned = true
+		return err
 	}()
 	if err != nil {
 		r.mu.Lock()
@@ -271,12 +280,15 @@ func (r *run) initWorker(w *worker) bool {
 }
 
 // workOnce is the life of a per-epoch worker (Config.RestartWorkers).
+// Deferred, so that a Goexit in a Fill leaves the run too.
 func (r *run) workOnce(w *worker) {
+	defer func() {
+		w.exit(r.l)
+		if !w.gone() {
+			r.wg.Done()
+		}
+	}()
 	r.work(w, true)
-	w.exit(r.l)
-	if !w.gone() {
-		r.wg.Done()
-	}
 }
 
 // fill runs the dataset's Fill for one sample, retried as Config.OnError
@@ -287,6 +299,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	var stack []byte
 	for attempt := 0; ; attempt++ {
 		s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes()) // a retry draws the same random numbers
+		s.stream = r.stream
 		if !r.l.cfg.SkipZero {
 			for i := range r.layout.Schema() {
 				clear(s.Field(i).Bytes())
@@ -301,7 +314,14 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		if w.fills++; timed {
 			start = time.Now()
 		}
-		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) })
+		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) }, func(err error) {
+			s.stream = nil
+			r.l.samples.Add(1)
+			r.batchFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err})
+			if p.left.Add(-1-r.skipRest(k)) == 0 {
+				r.complete(w, p, k)
+			}
+		})
 		if w.gone() { // the run is over and p's buffer is leaked: touch nothing
 			return
 		}
@@ -313,6 +333,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		}
 		r.l.retried.Add(1)
 	}
+	s.stream = nil // the slot outlives the run
 	r.l.samples.Add(1)
 	if err == nil {
 		err = r.checkLengths(p.buf.Bytes(), pos)
@@ -344,7 +365,13 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 	if !r.l.cfg.SkipZero {
 		clear(b.buf)
 	}
-	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) })
+	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) }, func(err error) {
+		*b = BatchSlot{}
+		r.l.samples.Add(int64(len(r.batches[k])))
+		r.batchFailed(p, 0, &SampleError{Index: r.batches[k][0], Epoch: r.epoch, Worker: w.id, Err: err})
+		p.left.Store(0)
+		r.complete(w, p, k)
+	})
 	if w.gone() {
 		return
 	}
@@ -476,7 +503,18 @@ var errSampleDeadline = errors.New("sample deadline")
 // call runs a fill of batch k from sample index on worker w, turning a
 // panic into an error with its stack. With a Timeout, the fill's ctx
 // expires and the worker tells the watchdog what it is filling.
-func (r *run) call(w *worker, k, index int, fill func(ctx context.Context) error) (err error, stack []byte) {
+//
+// A fill that calls runtime.Goexit (t.FailNow, require's helpers) cannot
+// be stopped from ending w's goroutine: exited runs on the way out, once
+// the watchdog no longer sees w (so w cannot be abandoned any more), with
+// the error to report for the sample; see NOTE [goexit].
+func (r *run) call(w *worker, k, index int, fill func(ctx context.Context) error, exited func(error)) (err error, stack []byte) {
+	returned := false
+	defer func() { // registered first: runs last, after w.end
+		if !returned && !w.gone() {
+			exited(fmt.Errorf("%w (t.FailNow, log.Fatal or a helper that calls them); the worker goroutine is gone", ErrGoexit))
+		}
+	}()
 	ctx := r.ctx
 	if t := r.l.cfg.Timeout; t > 0 {
 		w.begin(r, k, index)
@@ -492,11 +530,33 @@ func (r *run) call(w *worker, k, index int, fill func(ctx context.Context) error
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err, stack = panicError(v), debug.Stack()
+			err, stack, returned = panicError(v), debug.Stack(), true
 		}
 	}()
-	return fill(ctx), nil
+	err = fill(ctx)
+	returned = true
+	return err, nil
 }
+
+// NOTE [goexit]
+//
+// runtime.Goexit in a Fill (t.FailNow and require's helpers call it) runs
+// the deferred calls of the worker's goroutine and ends it; nothing can
+// stop it. call notices it (its fill neither returned nor panicked) and,
+// still on the way out, fails the sample's batch with a *SampleError
+// wrapping ErrGoexit, whatever Config.OnError says (it is neither retried
+// nor skipped: the goroutine the policy would go on with is gone), and
+// counts the sample done, and the samples of its batch nobody claimed yet
+// (they are never filled), so the batch completes and the consumer gets the
+// error at its position, after every batch before it: those were claimed
+// before this sample, by workers still alive. The epoch ends there. The
+// worker's own deferred calls then leave the run (and the loader, for a
+// persistent worker) as a returning worker would, and mark it lost: the
+// next epoch starts a new worker in its place. With Workers 0 the Fill
+// runs on the consumer's goroutine, which Goexit ends as if the loop body
+// had called it: the epoch is finished by the iterator's deferred calls,
+// so the loader stays usable and Close returns, but there is no consumer
+// left to receive an error.
 
 // sampleFailed records e in batch p, keeping the lowest position, so the
 // error reported is the same whatever the scheduling.
@@ -510,6 +570,30 @@ func (r *run) sampleFailed(p *pending, pos int, e *SampleError) {
 	if p.err == nil || pos < p.errPos {
 		p.err, p.errPos = e, pos
 	}
+}
+
+// batchFailed records e as batch p's error whatever Config.OnError says,
+// keeping the lowest position.
+func (r *run) batchFailed(p *pending, pos int, e *SampleError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.err == nil || pos < p.errPos {
+		p.err, p.errPos = e, pos
+	}
+}
+
+// skipRest moves the cursor past the samples of batch k nobody has
+// claimed yet, which a failed batch does not need, and returns how many.
+// The worker that would have claimed them may be gone (NOTE [goexit]).
+func (r *run) skipRest(k int) int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.nb != k {
+		return 0
+	}
+	rest := len(r.batches[k]) - r.off
+	r.nb, r.off = k+1, 0
+	return int32(rest)
 }
 
 // compact moves the samples of batch k that did not fail down over the
@@ -734,6 +818,7 @@ type worker struct {
 	index     int
 	since     time.Time
 	abandoned atomic.Bool // stuck in a Fill past Timeout and left behind; set under mu
+	lost      atomic.Bool // its goroutine ended by runtime.Goexit in a Fill
 	inited    bool        // Config.WorkerInit ran; only w's goroutine touches it
 	fills     int         // Fills run, for the sampling of their timing; only w's goroutine touches it
 	bslot     BatchSlot   // handed to FillBatch, reused from batch to batch; only w's goroutine touches it
@@ -747,24 +832,35 @@ func newWorker(id int, seed uint64) *worker {
 }
 
 // loop is the life of a persistent worker: one run after another until
-// its channel is closed by Close, or until it is abandoned.
-func (w *worker) loop(l *Loader) {
+// its channel is closed by Close, or until it is abandoned, or until a
+// Fill ends its goroutine with runtime.Goexit (see NOTE [goexit]).
+func (w *worker) loop(l *loader) {
+	var in *run // the run w is inside
+	defer func() {
+		w.exit(l)
+		if w.gone() { // abandon counted it out
+			return
+		}
+		if in != nil { // runtime.Goexit inside a run
+			w.lost.Store(true)
+			in.wg.Done()
+		}
+		l.wg.Done()
+	}()
 	for r := range w.runs {
+		in = r
 		r.work(w, true)
+		in = nil
 		if w.gone() {
-			break
+			return
 		}
 		r.wg.Done()
-	}
-	w.exit(l)
-	if !w.gone() {
-		l.wg.Done()
 	}
 }
 
 // exit destroys the worker's stream at the end of its life; queued copies
 // still complete.
-func (w *worker) exit(l *Loader) {
+func (w *worker) exit(l *loader) {
 	if err := w.close(l); err != nil {
 		l.logger.Error("tensorbatch: ending a worker", "err", err)
 	}
@@ -783,7 +879,7 @@ func (w *worker) streamOn(g *pinned.GPU) (pinned.Stream, error) {
 }
 
 // close destroys the worker's stream; queued copies still complete.
-func (w *worker) close(l *Loader) error {
+func (w *worker) close(l *loader) error {
 	if w.stream == 0 {
 		return nil
 	}
@@ -823,7 +919,7 @@ func (w *worker) busyOn(r *run, k int) (index int, d time.Duration, ok bool) {
 // as a live worker of the loader), and the buffer it writes is leaked. When
 // its Fill finally returns, the worker touches nothing and ends. See NOTE
 // [shutdown].
-func (w *worker) abandon(l *Loader) {
+func (w *worker) abandon(l *loader) {
 	w.mu.Lock()
 	r, k, index, d := w.run, w.batch, w.index, time.Since(w.since)
 	if r == nil || w.abandoned.Load() || d <= l.cfg.Timeout {

@@ -23,8 +23,12 @@ type BatchSampler interface {
 // Sequential visits 0, 1, ..., N-1 every epoch.
 type Sequential struct{ N int }
 
+// Validate reports a negative N; the error wraps ErrSampler.
+func (s Sequential) Validate() error { return validateDraws("Sequential", s.N, 0) }
+
 // Order returns 0..N-1.
 func (s Sequential) Order(int) []int {
+	mustValidate(s.Validate())
 	idx := make([]int, s.N)
 	for i := range idx {
 		idx[i] = i
@@ -123,8 +127,25 @@ type Batched struct {
 	DropLast bool
 }
 
+// Validate reports a nil or invalid Sampler or a Size below 1; the error
+// wraps ErrSampler.
+func (b Batched) Validate() error {
+	switch {
+	case isNil(b.Sampler):
+		return samplerError("Batched", "Sampler is nil")
+	case b.Size < 1:
+		return samplerError("Batched", "Size is %d, want > 0", b.Size)
+	}
+	if v, ok := b.Sampler.(interface{ Validate() error }); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
 // Batches returns the epoch's batches; they share one backing array.
+// An invalid Batched (see Validate) makes it panic with Validate's error.
 func (b Batched) Batches(epoch int) [][]int {
+	mustValidate(b.Validate())
 	order := b.Sampler.Order(epoch)
 	n := len(order) / b.Size
 	if !b.DropLast && len(order)%b.Size != 0 {

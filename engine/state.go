@@ -20,7 +20,21 @@ import (
 // world size splits the rest of the order over its ranks (a map-style
 // dataset: nothing repeated or lost beyond the usual padding). The State
 // does not depend on Workers or PrefetchFactor.
+//
+// New refuses, naming the field, every State that does not fit the
+// loader: another Source, dataset length, schema or seed; a negative
+// field; a Position at or past the end of its epoch's order (a State taken
+// after an epoch's last batch names the next epoch, at Position 0); a Done
+// list that is not increasing, repeats a batch, or names a batch outside
+// the rest of the epoch. Resuming costs time linear in the epoch's length
+// and the Done list.
 type State struct {
+	// Source is the kind of dataset the state was saved from, SourceMap
+	// or SourceStream: the two count positions differently, so a state of
+	// one never resumes the other. (States saved before it existed lack
+	// it; they resume the dataset they are given, as they did then.)
+	Source string `json:"source"`
+
 	Epoch    int `json:"epoch"`
 	Position int `json:"position"` // units of the epoch's global order consumed by all ranks
 	// Batches is the number of batches this rank delivered in the epoch,
@@ -37,6 +51,12 @@ type State struct {
 	WorldSize int    `json:"world_size"`
 }
 
+// State.Source values.
+const (
+	SourceMap    = "map"    // a map-style Dataset: Position counts the epoch's global order
+	SourceStream = "stream" // a StreamDataset: Position counts this rank's own samples
+)
+
 // fingerprint is a schema's State.Schema.
 func fingerprint(s collate.Schema) string {
 	parts := make([]string, len(s))
@@ -49,22 +69,103 @@ func fingerprint(s collate.Schema) string {
 	return strings.Join(parts, "; ")
 }
 
-// checkResume checks st against the loader's dataset and config.
-func (l *Loader) checkResume(st *State, n int) error {
+// source returns the loader's State.Source.
+func (l *loader) source() string {
+	if _, ok := l.ds.(*StreamDataset); ok {
+		return SourceStream
+	}
+	return SourceMap
+}
+
+// unit returns the units of the epoch's order one batch of this rank
+// consumes: BatchSize×WorldSize samples of the global order, WorldSize
+// batches with a BatchSampler, or BatchSize of the rank's own samples of
+// a StreamDataset.
+func (l *loader) unit() int {
+	unit := l.shard.WorldSize
+	if _, ok := l.ds.(*StreamDataset); ok { // positions are the rank's own
+		unit = 1
+	}
+	if l.bs == nil {
+		unit *= l.cfg.BatchSize
+	}
+	return unit
+}
+
+// epochUnits returns the length of epoch's order in the units Position
+// counts: samples of the global order, batches of a BatchSampler, or the
+// rank's own samples of a StreamDataset.
+func (l *loader) epochUnits(epoch, n int) (units int, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the sampler of epoch %d: %w", epoch, panicError(v))
+		}
+	}()
+	switch sd, stream := l.ds.(*StreamDataset); {
+	case stream:
+		_, order := sd.plan(epoch, l.cfg.Seed, l.shard)
+		return len(order), nil
+	case l.bs != nil:
+		return len(l.bs.Batches(epoch)), nil
+	case l.cfg.Sampler != nil:
+		return len(l.cfg.Sampler.Order(epoch)), nil
+	}
+	return n, nil
+}
+
+// checkResume checks st against the loader's dataset and config. It takes
+// time linear in the epoch and in st.Done.
+func (l *loader) checkResume(st *State, n int) error {
 	bad := func(field, format string, args ...any) error {
 		return configError("Resume", "%s: %s", field, fmt.Sprintf(format, args...))
 	}
-	switch schema := fingerprint(l.ds.Schema()); {
+	switch schema, source := fingerprint(l.ds.Schema()), l.source(); {
+	case st.Source != "" && st.Source != SourceMap && st.Source != SourceStream:
+		return bad("Source", "%q, want %q or %q", st.Source, SourceMap, SourceStream)
+	case st.Source != "" && st.Source != source:
+		return bad("Source", "the state was saved from a %q dataset, this one is a %q dataset: its position would repeat or lose samples", st.Source, source)
 	case st.Len != n:
 		return bad("Len", "the state is of a dataset of %d samples, this one has %d", st.Len, n)
 	case st.Schema != schema:
 		return bad("Schema", "the state is of a dataset of schema %q, this one is %q", st.Schema, schema)
 	case st.Seed != l.cfg.Seed:
 		return bad("Seed", "the state was saved with Seed %d, this loader has %d", st.Seed, l.cfg.Seed)
-	case st.Epoch < 0 || st.Position < 0 || st.Batches < 0:
-		return bad("Epoch", "epoch %d, position %d, batches %d: want >= 0", st.Epoch, st.Position, st.Batches)
+	case st.Epoch < 0:
+		return bad("Epoch", "%d, want >= 0", st.Epoch)
+	case st.Position < 0:
+		return bad("Position", "%d, want >= 0", st.Position)
+	case st.Batches < 0:
+		return bad("Batches", "%d, want >= 0", st.Batches)
+	case st.BatchSize < 1:
+		return bad("BatchSize", "%d, want > 0", st.BatchSize)
+	case st.WorldSize < 1:
+		return bad("WorldSize", "%d, want > 0", st.WorldSize)
 	case len(st.Done) > 0 && (st.WorldSize != l.shard.WorldSize || st.BatchSize != l.cfg.BatchSize):
 		return bad("Done", "an out-of-order state resumes only with its WorldSize (%d) and BatchSize (%d)", st.WorldSize, st.BatchSize)
+	}
+	units, err := l.epochUnits(st.Epoch, n)
+	if err != nil {
+		return bad("Epoch", "%v", err)
+	}
+	if st.Position > 0 && st.Position >= units {
+		return bad("Position", "%d is at or past the end of epoch %d, whose order has %d (a state taken after an epoch's last batch names the next epoch, at position 0)", st.Position, st.Epoch, units)
+	}
+	if len(st.Done) == 0 {
+		return nil
+	}
+	batches, err := l.epochBatches(st.Epoch, st.Position)
+	if err != nil {
+		return bad("Epoch", "%v", err)
+	}
+	first := st.Position / l.unit() // the first batch not delivered
+	end := first + len(batches)
+	for i, k := range st.Done {
+		switch {
+		case k <= first || k >= end:
+			return bad("Done", "entry %d is batch %d, want one after the first batch not delivered (%d) and before the end of the epoch (%d)", i, k, first, end)
+		case i > 0 && k <= st.Done[i-1]:
+			return bad("Done", "entry %d is batch %d after batch %d: want increasing batch numbers, each once", i, k, st.Done[i-1])
+		}
 	}
 	return nil
 }
@@ -94,11 +195,11 @@ func (p *position) deliver(k int) {
 // State returns the loader's position after the last batch delivered: a
 // new Loader with it as Config.Resume continues right after that batch.
 // After an epoch's last batch it is the start of the next epoch.
-func (l *Loader) State() State {
+func (l *loader) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, _ := datasetLen(l.ds)
-	st := State{Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.shard.WorldSize}
+	st := State{Source: l.source(), Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.shard.WorldSize}
 	p := &l.pos
 	switch {
 	case !p.ran:

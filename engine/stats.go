@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"expvar"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -77,9 +76,3 @@ func (h *histogram) snapshot() Histogram {
 type stages struct {
 	fill, pad, copy, wait histogram
 }
-
-// Expvar returns the loader's Stats as an expvar.Var, to publish under a
-// name of your choice: expvar.Publish("loader", l.Expvar()). Its JSON names
-// carry their units: durations in seconds (_seconds), memory in bytes
-// (_bytes), shares as fractions (_fraction); the rest are counts.
-func (l *Loader) Expvar() expvar.Var { return expvar.Func(func() any { return l.Stats().expvarJSON() }) }

@@ -108,16 +108,14 @@ type StreamDataset struct {
 	first  []int // the global id of each shard's first record
 	total  int
 
-	mu      sync.Mutex
-	epoch   *streamEpoch // the running epoch's reader; nil between epochs
 	retries atomic.Int64
 }
 
 // FromStream lists src's shards and returns the Dataset that loads them.
 func FromStream(ctx context.Context, src Stream, sc StreamConfig) (*StreamDataset, error) {
 	switch {
-	case src == nil:
-		return nil, errors.New("engine: FromStream: nil Stream")
+	case isNil(src):
+		return nil, fmt.Errorf("engine: FromStream: the Stream is nil (%T)", src)
 	case sc.ShuffleBuffer < 0:
 		return nil, fmt.Errorf("engine: StreamConfig.ShuffleBuffer: %d, want >= 0", sc.ShuffleBuffer)
 	case sc.ReadAheadBytes < 0:
@@ -159,14 +157,12 @@ func (d *StreamDataset) Retries() int64 {
 	return 0
 }
 
-// Fill waits for the reader to have read the record of s.Index() and
-// decodes it into s.
+// Fill waits for the reader of the loader's epoch to have read the record
+// of s.Index() and decodes it into s.
 func (d *StreamDataset) Fill(ctx context.Context, s *Slot) error {
-	d.mu.Lock()
-	e := d.epoch
-	d.mu.Unlock()
-	if e == nil {
-		return errors.New("engine: a StreamDataset fills samples only inside an epoch of its Loader")
+	e := s.stream
+	if e == nil || e.d != d {
+		return errors.New("engine: a StreamDataset fills samples only inside an epoch of a Loader of it")
 	}
 	rec, err := e.take(ctx, s.Index())
 	if err != nil {
@@ -282,8 +278,10 @@ func (s streamSampler) Order(epoch int) []int {
 	return order[min(s.skip, len(order)):]
 }
 
-// begin starts the reader of an epoch whose batches are given.
-func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int) error {
+// begin starts the reader of an epoch whose batches are given. The reader
+// belongs to the loader's run, so any number of Loaders may read one
+// StreamDataset at once, each its own epochs.
+func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int) *streamEpoch {
 	reads, _ := d.plan(epoch, seed, sh)
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
 	for _, b := range batches {
@@ -292,12 +290,9 @@ func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int)
 		}
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	d.mu.Lock()
-	d.epoch = e
-	d.mu.Unlock()
 	e.wg.Add(1)
 	go e.run()
-	return nil
+	return e
 }
 
 // wait waits for the epoch's reader to end and returns its error, so that
@@ -305,13 +300,7 @@ func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int)
 // dropped last batch, the look past a shard's last record) fails the
 // epoch too. Called after the epoch's last batch: the reader holds
 // nothing then, so it never pauses.
-func (d *StreamDataset) wait(ctx context.Context) error {
-	d.mu.Lock()
-	e := d.epoch
-	d.mu.Unlock()
-	if e == nil {
-		return nil
-	}
+func (e *streamEpoch) wait(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for !e.done {
@@ -328,12 +317,8 @@ func (d *StreamDataset) wait(ctx context.Context) error {
 	return e.err
 }
 
-// end stops the epoch's reader and drops what it read.
-func (d *StreamDataset) end() {
-	d.mu.Lock()
-	e := d.epoch
-	d.epoch = nil
-	d.mu.Unlock()
+// end stops the epoch's reader and drops what it read; nil does nothing.
+func (e *streamEpoch) end() {
 	if e != nil {
 		e.cancel()
 		e.wg.Wait()

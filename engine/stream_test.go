@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -351,4 +352,72 @@ func TestStreamConfigErrors(t *testing.T) {
 	_, err = engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ReadAheadBytes: -1})
 	assert.ErrorContains(t, err, "engine: StreamConfig.ReadAheadBytes: -1, want >= 0")
 	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
+}
+
+func TestStreamDatasetServesTwoLoadersAtOnce(t *testing.T) {
+	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 5}
+	counts := []int{10, 7, 12, 3}
+	cfg := engine.Config{BatchSize: 3, Seed: 5}
+	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(counts...), sc), cfg), 0, 2, -1)
+	for _, workers := range [][2]int{{0, 0}, {1, 2}, {3, 0}, {2, 2}} {
+		t.Run(fmt.Sprint("workers ", workers), func(t *testing.T) {
+			d := streamDataset(t, newMemStream(counts...), sc) // shared by both loaders
+			var ls [2]*engine.Loader
+			for i := range ls {
+				c := cfg
+				c.Workers = workers[i]
+				ls[i] = newLoader(t, d, c)
+			}
+			var got [2][]step
+			for epoch := range 2 {
+				// The two loaders' epochs run at once, interleaved batch by batch.
+				var next [2]func() (*engine.Batch, error, bool)
+				for i, l := range ls {
+					n, stop := iter.Pull2(l.Epoch(context.Background(), epoch))
+					defer stop()
+					next[i] = n
+				}
+				for live := 2; live > 0; {
+					live = 0
+					for i := range 2 {
+						b, err, ok := next[i]()
+						if !ok {
+							continue
+						}
+						live++
+						require.NoError(t, err, "loader %d", i)
+						got[i] = append(got[i], stepOf(b))
+					}
+				}
+			}
+			assert.Equal(t, want, got[0])
+			assert.Equal(t, want, got[1])
+		})
+	}
+}
+
+func TestStreamDatasetServesLoadersOneAfterAnother(t *testing.T) {
+	sc := engine.StreamConfig{ShuffleBuffer: 4}
+	cfg := engine.Config{BatchSize: 4, Seed: 9, Workers: 2}
+	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(9, 9), sc), cfg), 0, 1, -1)
+	d := streamDataset(t, newMemStream(9, 9), sc)
+	for i := range 3 {
+		l, err := engine.New(d, cfg)
+		require.NoError(t, err)
+		if i == 1 { // dropped mid-epoch
+			for range l.Epoch(context.Background(), 0) {
+				break
+			}
+		} else {
+			got, _ := runSteps(t, l, 0, 1, -1)
+			assert.Equal(t, want, got, "loader %d", i)
+		}
+		require.NoError(t, l.Close())
+	}
+	// and one loader's epochs while another has one open but idle
+	idle := newLoader(t, d, cfg)
+	_, stop := iter.Pull2(idle.Epoch(context.Background(), 0))
+	defer stop()
+	got, _ := runSteps(t, newLoader(t, d, cfg), 0, 1, -1)
+	assert.Equal(t, want, got)
 }
