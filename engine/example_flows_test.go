@@ -63,7 +63,7 @@ func ExampleLoader_State() {
 		fmt.Println("before", b.Indices())
 		if len(saved) == 0 {
 			saved, _ = json.Marshal(l.State()) // beside the model's weights
-			break                               // the job stops here
+			break                              // the job stops here
 		}
 	}
 	l.Close()

@@ -105,7 +105,9 @@ func (l *Loader) State() State { return l.l.State() }
 // name of your choice: expvar.Publish("loader", l.Expvar()). Its JSON names
 // carry their units: durations in seconds (_seconds), memory in bytes
 // (_bytes), shares as fractions (_fraction); the rest are counts.
-func (l *Loader) Expvar() expvar.Var { return expvar.Func(func() any { return l.Stats().expvarJSON() }) }
+func (l *Loader) Expvar() expvar.Var {
+	return expvar.Func(func() any { return l.Stats().expvarJSON() })
+}
 
 // isNil reports whether v is nil or a typed nil: a nil pointer, map,
 // func, slice, channel or interface in an interface value, which a method

@@ -79,7 +79,7 @@ func (s Stats) expvarJSON() map[string]any {
 		"in_flight_batches": s.InFlight, "window_batches": s.Window, "active_workers": s.ActiveWorkers,
 		"consumer_wait_seconds": s.ConsumerWait.Seconds(), "epoch_time_seconds": s.EpochTime.Seconds(),
 		"data_bound_fraction": s.DataBound,
-		"fill": hist(s.Fill), "pad": hist(s.Pad), "copy": hist(s.Copy), "wait": hist(s.Wait),
+		"fill":                hist(s.Fill), "pad": hist(s.Pad), "copy": hist(s.Copy), "wait": hist(s.Wait),
 		"fills_retried": s.Retried, "samples_skipped": s.Skipped, "reads_retried": s.ReadRetries,
 		"abandoned_workers": s.Abandoned, "leaked_bytes": s.LeakedBytes,
 	}
