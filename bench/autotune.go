@@ -60,7 +60,7 @@ func (r *results) autotuneTable(o *options) error {
 
 func runTuned(o *options, fill func(context.Context, *engine.Slot) error, workers, prefetch int) (tuneRow, error) {
 	ds := engine.DatasetFunc(o.samples, classic.Schema, fill)
-	l, err := engine.New(ds, engine.Config{BatchSize: o.batch, DropLast: true, Workers: workers, PrefetchFactor: prefetch, SkipZero: true, Backend: o.backend})
+	l, err := engine.New(ds, engine.Config{BatchSize: o.batch, DropLast: true, Workers: workers, PrefetchFactor: prefetch, SkipZeroing: true, Backend: o.backend})
 	if err != nil {
 		return tuneRow{}, err
 	}

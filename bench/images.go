@@ -160,7 +160,7 @@ func splitInts(s string) []int {
 // ourLoader runs two epochs of the training transform through a Loader.
 func (ib *imageBench) ourLoader(ds *vision.Dataset, w int) (imageLoaderRow, error) {
 	resetPeakRSS()
-	l, err := engine.New(ds, engine.Config{BatchSize: 32, Shuffle: true, DropLast: true, Workers: w, SkipZero: true})
+	l, err := engine.New(ds, engine.Config{BatchSize: 32, Shuffle: true, DropLast: true, Workers: w, SkipZeroing: true})
 	if err != nil {
 		return imageLoaderRow{}, err
 	}

@@ -145,7 +145,7 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 		if err != nil {
 			return err
 		}
-		sources := []engine.Stream{src}
+		sources := []engine.Iterable{src}
 		labels := []string{"local files"}
 		var opener *shards.Opener
 		if srv != nil {
@@ -220,17 +220,17 @@ func upload(o *shards.Opener, bucket string, files []string) error {
 // of each (on this shared machine, load from elsewhere then hits both
 // alike), and returns a row per source: its median epoch, and its median
 // ratio to the first source's epoch next to it.
-func (sb *shardBench) interleaved(z shardSizes, work string, labels []string, sources []engine.Stream, size int64) ([]shardRow, error) {
+func (sb *shardBench) interleaved(z shardSizes, work string, labels []string, sources []engine.Iterable, size int64) ([]shardRow, error) {
 	ctx := context.Background()
 	loaders := make([]*engine.Loader, len(sources))
 	n := 0
 	for i, src := range sources {
-		d, err := engine.FromStream(ctx, src, engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 64})
+		d, err := engine.FromIterable(ctx, src, engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 64})
 		if err != nil {
 			return nil, err
 		}
 		n = d.Len()
-		if loaders[i], err = engine.New(d, engine.Config{BatchSize: 16, Workers: 2, SkipZero: true, WorldSize: 1, Backend: "cpu"}); err != nil {
+		if loaders[i], err = engine.New(d, engine.Config{BatchSize: 16, Workers: 2, SkipZeroing: true, WorldSize: 1, Backend: "cpu"}); err != nil {
 			return nil, err
 		}
 		defer loaders[i].Close()
@@ -408,7 +408,7 @@ func (sb *shardBench) tokens(o *options, z shardSizes, dir string) error {
 				}
 				wg.Wait()
 			}
-			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, SkipZero: true, WorldSize: 1, Backend: "cpu"})
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
 			if err != nil {
 				return err
 			}
@@ -464,7 +464,7 @@ func (sb *shardBench) report(w io.Writer, dir string) error {
 	if len(sb.rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\n## Streaming shards and token windows\n\nWebDataset tar shards through engine.FromStream (2 workers, batch 16, shuffled shards, a shuffle buffer of 64, cpu backend), median of the epochs after a warm-up one: from local files, and the same shards uploaded to a local S3 server (versitygw on 127.0.0.1, sharing the cores). Token windows: shards.Tokens (mmap'd, batch 32, shuffled) against a plain loop copying the same windows, in the same epoch's order, into a batch buffer on as many goroutines as fill batches: from the file mapped as the dataset maps it (the limit, and the first row), and from a copy of the file on the heap (the whole file read into memory first, which a large token file does not allow; its row's \"vs first row\" shows what the mapping itself costs). Both loops are strict limits: they get each epoch's order for free and reuse one cache-hot buffer a goroutine, where the loader draws the order and writes each batch in flight into its own pinned buffer. Rounds are interleaved, so that load from elsewhere hits both sides alike; \"vs first row\" is the median of the per-round ratios (targets: S3 ≥ 0.9×, token windows ≥ 0.8×).\n\n")
+	fmt.Fprintf(w, "\n## Streaming shards and token windows\n\nWebDataset tar shards through engine.FromIterable (2 workers, batch 16, shuffled shards, a shuffle buffer of 64, cpu backend), median of the epochs after a warm-up one: from local files, and the same shards uploaded to a local S3 server (versitygw on 127.0.0.1, sharing the cores). Token windows: shards.Tokens (mmap'd, batch 32, shuffled) against a plain loop copying the same windows, in the same epoch's order, into a batch buffer on as many goroutines as fill batches: from the file mapped as the dataset maps it (the limit, and the first row), and from a copy of the file on the heap (the whole file read into memory first, which a large token file does not allow; its row's \"vs first row\" shows what the mapping itself costs). Both loops are strict limits: they get each epoch's order for free and reuse one cache-hot buffer a goroutine, where the loader draws the order and writes each batch in flight into its own pinned buffer. Rounds are interleaved, so that load from elsewhere hits both sides alike; \"vs first row\" is the median of the per-round ratios (targets: S3 ≥ 0.9×, token windows ≥ 0.8×).\n\n")
 	fmt.Fprintln(w, "| Workload | Source | samples | MB | samples/s | MB/s | vs first row | read retries |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range sb.rows {

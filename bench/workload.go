@@ -59,7 +59,7 @@ func runLoader(o *options, table string, workers int, persistent bool, epochs in
 	ds := engine.DatasetFunc(o.samples, classic.Schema, o.fill)
 	l, err := engine.New(ds, engine.Config{
 		BatchSize: o.batch, DropLast: true, Workers: workers, RestartWorkers: !persistent,
-		SkipZero: true, Backend: o.backend,
+		SkipZeroing: true, Backend: o.backend,
 	})
 	if err != nil {
 		return Record{}, err

@@ -52,8 +52,8 @@ func (b *Batch) Indices() []int { return slices.Clone(b.idx) }
 // Epoch returns the epoch the batch belongs to.
 func (b *Batch) Epoch() int { return b.epoch }
 
-// Number returns the batch's position in its epoch, from 0.
-func (b *Batch) Number() int { return b.number }
+// IndexInEpoch returns the batch's position in its epoch, from 0.
+func (b *Batch) IndexInEpoch() int { return b.number }
 
 // Tensor returns field name of every sample, shape [Len(), field shape...],
 // in pinned host memory. A Dynamic field has shape [Len(), longest, row
@@ -117,12 +117,12 @@ func (b *Batch) Event() uintptr {
 	return uintptr(b.buf.Event())
 }
 
-// Stream returns the stream (cudaStream_t / hipStream_t) the copy was
+// CopyStream returns the stream (cudaStream_t / hipStream_t) the copy was
 // issued on, or 0 on the cpu backend. Work queued on it runs after the
 // copy, but is not covered by the release protocol (see RecordStream):
-// queue your work on your own stream, named in Config.Stream or by
+// queue your work on your own stream, named in Config.CopyStream or by
 // RecordStream, after waiting on Event.
-func (b *Batch) Stream() uintptr { return uintptr(b.stream) }
+func (b *Batch) CopyStream() uintptr { return uintptr(b.stream) }
 
 // WaitDevice blocks until the batch's device copy has completed. It returns
 // at once on the cpu backend.

@@ -14,12 +14,12 @@ import (
 var benchWorkers = []int{0, 1, 2, 4, 8}
 
 // BenchmarkClassicLoader runs whole epochs of the classic workload through
-// the loader. SkipZero is set because classic.FillMath writes every byte.
+// the loader. SkipZeroing is set because classic.FillMath writes every byte.
 func BenchmarkClassicLoader(b *testing.B) {
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			ds := engine.DatasetFunc(classic.Samples, classic.Schema, classic.FillMath)
-			l, err := engine.New(ds, engine.Config{BatchSize: classic.Batch, DropLast: true, Workers: w, SkipZero: true})
+			l, err := engine.New(ds, engine.Config{BatchSize: classic.Batch, DropLast: true, Workers: w, SkipZeroing: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func (d emptyBatches) FillBatch(context.Context, *engine.BatchSlot) error { retu
 func BenchmarkBatchOverhead(b *testing.B) {
 	for _, w := range []int{0, 1, 2} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			l, err := engine.New(emptyBatches{1 << 14}, engine.Config{BatchSize: 32, Shuffle: true, Seed: 1, Workers: w, SkipZero: true, WorldSize: 1, Backend: "cpu"})
+			l, err := engine.New(emptyBatches{1 << 14}, engine.Config{BatchSize: 32, Shuffle: true, Seed: 1, Workers: w, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
 			if err != nil {
 				b.Fatal(err)
 			}

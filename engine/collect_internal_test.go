@@ -24,11 +24,11 @@ func TestCollectedLoaderFreesItsPinnedMemory(t *testing.T) {
 			inner = append(inner, l.l)
 			for b, err := range l.Epoch(context.Background(), 0) {
 				require.NoError(t, err)
-				if i == 5 && b.Number() == 0 {
+				if i == 5 && b.IndexInEpoch() == 0 {
 					b.Retain()
 					kept = b
 				}
-				if b.Number() == i {
+				if b.IndexInEpoch() == i {
 					break
 				}
 			}

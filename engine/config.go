@@ -35,12 +35,12 @@ type Config struct {
 	Seed uint64
 	// DropLast drops the last batch when it is short (DataLoader's
 	// drop_last). It does not change how the epoch is split across ranks:
-	// see ShardDropLast.
+	// see DropUneven.
 	DropLast bool
-	// ShardDropLast cuts the epoch's order down to a multiple of the world
+	// DropUneven cuts the epoch's order down to a multiple of the world
 	// size instead of padding it with its first indices
 	// (DistributedSampler's drop_last).
-	ShardDropLast bool
+	DropUneven bool
 
 	// Workers is the number of worker goroutines; 0 loads in the consumer's
 	// goroutine (PyTorch's num_workers=0); AutoWorkers is one per CPU.
@@ -101,10 +101,10 @@ type Config struct {
 	// Shuffle and Sampler must then be unset.
 	BatchSampler BatchSampler
 
-	// SkipZero leaves each sample's bytes as the last batch in that buffer
+	// SkipZeroing leaves each sample's bytes as the last batch in that buffer
 	// left them instead of zeroing them before Fill. Set it only when Fill
 	// writes every byte of every field.
-	SkipZero bool
+	SkipZeroing bool
 	// MaxPinnedBytes caps the pinned host memory of batch buffers and, on a
 	// GPU backend, the device memory of their copies; when reached, workers
 	// wait for the consumer to release batches. 0 means no cap: the window
@@ -115,7 +115,7 @@ type Config struct {
 	// Rank and WorldSize shard every epoch across the processes of a
 	// distributed job, which must share Seed: each rank loads every
 	// WorldSize-th sample of the common order, padded to an even split
-	// (or cut, with ShardDropLast), as PyTorch's DistributedSampler. With
+	// (or cut, with DropUneven), as PyTorch's DistributedSampler. With
 	// WorldSize 0 they come from the environment of the launcher that
 	// started the process, the innermost when launchers nest (torchrun's
 	// RANK and WORLD_SIZE, then Open MPI's OMPI_COMM_WORLD_RANK and
@@ -249,14 +249,14 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("shuffle", c.Shuffle),
 		slog.Uint64("seed", c.Seed),
 		slog.Bool("drop_last", c.DropLast),
-		slog.Bool("shard_drop_last", c.ShardDropLast),
+		slog.Bool("shard_drop_last", c.DropUneven),
 		slog.Int("workers", c.Workers),
 		slog.Int("prefetch_factor", c.PrefetchFactor),
 		slog.Int("window", c.window()),
 		slog.Bool("restart_workers", c.RestartWorkers),
 		slog.Bool("out_of_order", c.OutOfOrder),
 		slog.Duration("timeout", c.Timeout),
-		slog.Bool("skip_zero", c.SkipZero),
+		slog.Bool("skip_zero", c.SkipZeroing),
 		slog.Int64("max_pinned_bytes", c.MaxPinnedBytes),
 		slog.Int("rank", c.Rank),
 		slog.Int("world_size", c.WorldSize),

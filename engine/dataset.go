@@ -56,7 +56,7 @@ type Slot struct {
 	layout       *collate.Layout
 	buf          []byte
 	pcg          rand.PCG
-	stream       *streamEpoch // the run's StreamDataset reader, for StreamDataset.Fill; nil otherwise
+	stream       *streamEpoch // the run's IterableDataset reader, for IterableDataset.Fill; nil otherwise
 	rng          *rand.Rand
 }
 
@@ -138,5 +138,5 @@ func (s *Slot) Sequence(name string, n int) collate.Tensor {
 	return s.layout.Rows(s.buf, i, s.pos, n)
 }
 
-// Field returns the view of the i-th field of the schema for this sample.
-func (s *Slot) Field(i int) collate.Tensor { return s.layout.Sample(s.buf, i, s.pos) }
+// TensorAt returns the view of the i-th field of the schema for this sample.
+func (s *Slot) TensorAt(i int) collate.Tensor { return s.layout.Sample(s.buf, i, s.pos) }

@@ -15,8 +15,8 @@
 // # Errors and reliability
 //
 // Constructors check what they are given: New, Concat, Subset, RandomSplit
-// and FromStream refuse a nil or typed-nil dataset or stream (a nil
-// *StreamDataset), a negative Len, a nil fill, and New refuses invalid
+// and FromIterable refuse a nil or typed-nil dataset or stream (a nil
+// *IterableDataset), a negative Len, a nil fill, and New refuses invalid
 // samplers (Validate) and resume states, with an error that names the
 // field. A schema error, including a field that clashes with the
 // "<name>_len" lengths field of a Dynamic field, matches
@@ -31,7 +31,7 @@
 // Config.Resume refuses a State that does not fit (another dataset, seed
 // or Source, a Position past its epoch, a bad Done list), and an Epoch
 // call before the saved epoch is an error naming both epochs. A
-// StreamDataset may be read by several Loaders at once. A Loader dropped
+// IterableDataset may be read by several Loaders at once. A Loader dropped
 // without Close is closed by the garbage collector with a logged warning,
 // as an os.File is; an epoch that DropLast leaves without a batch logs a
 // warning once per loader.

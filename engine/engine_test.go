@@ -114,7 +114,7 @@ func untilError(l *engine.Loader, epoch int) (numbers []int, err error) {
 		if err != nil {
 			return numbers, err
 		}
-		numbers = append(numbers, b.Number())
+		numbers = append(numbers, b.IndexInEpoch())
 	}
 	return numbers, nil
 }
@@ -192,7 +192,7 @@ func TestInFlightBoundedByWindowUnderSlowConsumer(t *testing.T) {
 			l := newLoader(t, ds, engine.Config{BatchSize: bs, Workers: tc.workers, PrefetchFactor: tc.pf})
 			for b, err := range l.Epoch(context.Background(), 0) {
 				require.NoError(t, err)
-				taken.Store(int64(b.Number() + 1))
+				taken.Store(int64(b.IndexInEpoch() + 1))
 				time.Sleep(time.Millisecond) // a slow consumer lets the workers run ahead
 			}
 			// The loader counts a batch as taken just before the loop body

@@ -47,7 +47,7 @@ func (g goexitStream) Decode(ctx context.Context, rec engine.Record, s *engine.S
 // bad calls runtime.Goexit in epoch 0, as t.FailNow would.
 func goexitDataset(t *testing.T, stream bool, bad int) engine.Dataset {
 	if stream {
-		d, err := engine.FromStream(context.Background(), goexitStream{newMemStream(15, 25), bad}, engine.StreamConfig{})
+		d, err := engine.FromIterable(context.Background(), goexitStream{newMemStream(15, 25), bad}, engine.IterableConfig{})
 		require.NoError(t, err)
 		return d
 	}
@@ -115,7 +115,7 @@ func TestGoexitInFillWithWorkers0EndsTheConsumerGoroutine(t *testing.T) {
 						defer close(done)
 						for b, err := range l.Epoch(context.Background(), 0) {
 							require.NoError(t, err)
-							delivered = append(delivered, b.Number())
+							delivered = append(delivered, b.IndexInEpoch())
 						}
 						returned = true
 					}()

@@ -56,7 +56,7 @@ func TestDeviceCopiesMatchTheHostBatch(t *testing.T) {
 					assert.Equal(t, f.DType, dt.DType)
 					back := make([]byte, dt.Bytes)
 					require.NoError(t, rt.CopyToHost(back, csrc.DevicePtr(dt.Ptr)))
-					assert.True(t, bytes.Equal(host.Bytes(), back), "batch %d field %s differs on the device", b.Number(), f.Name)
+					assert.True(t, bytes.Equal(host.Bytes(), back), "batch %d field %s differs on the device", b.IndexInEpoch(), f.Name)
 				}
 			}
 			assert.Equal(t, len(want), k)
@@ -85,7 +85,7 @@ func TestHostBufferIsNotReusedBeforeItsCopy(t *testing.T) {
 		dt := b.DeviceTensor("index")
 		dst, err := g.HostAlloc(dt.Bytes)
 		require.NoError(t, err)
-		stream = csrc.Stream(b.Stream())
+		stream = csrc.Stream(b.CopyStream())
 		require.NoError(t, rt.CopyToHostAsync(dst, csrc.DevicePtr(dt.Ptr), stream))
 		captured = append(captured, dst)
 	}

@@ -24,7 +24,7 @@ type Loader struct {
 
 // New returns a loader of ds configured by cfg. An invalid config gives an
 // error that names the field and what it accepts; a nil ds, or a typed nil
-// (a nil *StreamDataset), an error that names the dataset.
+// (a nil *IterableDataset), an error that names the dataset.
 func New(ds Dataset, cfg Config) (*Loader, error) {
 	in, err := newLoader(ds, cfg)
 	if err != nil {
@@ -83,9 +83,9 @@ func (l *Loader) Backend() pinned.Selection { return l.l.Backend() }
 // Config returns the loader's configuration with defaults filled in.
 func (l *Loader) Config() Config { return l.l.Config() }
 
-// Shard returns this process's rank and the world size epochs are
+// RankInfo returns this process's rank and the world size epochs are
 // sharded over.
-func (l *Loader) Shard() Shard { return l.l.Shard() }
+func (l *Loader) RankInfo() RankInfo { return l.l.RankInfo() }
 
 // Stats returns the loader's counters.
 func (l *Loader) Stats() Stats { return l.l.Stats() }

@@ -44,7 +44,7 @@ func TestTensorsDatasetGathersRows(t *testing.T) {
 			for r, i := range b.Indices() {
 				assert.Equal(t, int64(i*10), y[r])
 				for k := range 12 {
-					require.Equal(t, float32(i*12+k), x[r*12+k], "row %d of batch %d", r, b.Number())
+					require.Equal(t, float32(i*12+k), x[r*12+k], "row %d of batch %d", r, b.IndexInEpoch())
 				}
 			}
 			all = append(all, append([]byte(nil), b.Tensor("x").Bytes()...))
@@ -95,7 +95,7 @@ func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
 	for _, workers := range []int{0, 3} {
 		for _, skipZero := range []bool{false, true} {
 			t.Run(fmt.Sprintf("workers=%d/skipzero=%v", workers, skipZero), func(t *testing.T) {
-				l := newLoader(t, engine.DatasetFunc(40, seqSchema, fillSeq), engine.Config{BatchSize: 6, Workers: workers, Shuffle: true, SkipZero: skipZero})
+				l := newLoader(t, engine.DatasetFunc(40, seqSchema, fillSeq), engine.Config{BatchSize: 6, Workers: workers, Shuffle: true, SkipZeroing: skipZero})
 				var moved int64
 				for epoch := range 2 {
 					for b, err := range l.Epoch(context.Background(), epoch) {
@@ -190,7 +190,7 @@ func BenchmarkTensorsLoader(b *testing.B) {
 	}
 	for _, w := range []int{0, 2} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			l, err := engine.New(ds, engine.Config{BatchSize: 64, Shuffle: true, Workers: w, SkipZero: true, Backend: "cpu"})
+			l, err := engine.New(ds, engine.Config{BatchSize: 64, Shuffle: true, Workers: w, SkipZeroing: true, Backend: "cpu"})
 			if err != nil {
 				b.Fatal(err)
 			}

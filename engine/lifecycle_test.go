@@ -151,7 +151,7 @@ func TestRetainedBatchIsNeverOverwritten(t *testing.T) {
 		var want [][]byte
 		for b, err := range l.Epoch(context.Background(), 0) {
 			require.NoError(t, err)
-			if b.Number()%2 == 0 {
+			if b.IndexInEpoch()%2 == 0 {
 				b.Retain()
 				kept = append(kept, b)
 				want = append(want, append([]byte(nil), b.Tensor("x").Bytes()...))
@@ -161,7 +161,7 @@ func TestRetainedBatchIsNeverOverwritten(t *testing.T) {
 		collect(t, l, 1)
 		collect(t, l, 2)
 		for i, b := range kept {
-			assert.Equal(t, want[i], b.Tensor("x").Bytes(), "retained batch %d changed", b.Number())
+			assert.Equal(t, want[i], b.Tensor("x").Bytes(), "retained batch %d changed", b.IndexInEpoch())
 			b.Release()
 		}
 		assert.Zero(t, l.Stats().Pool.InUse)
@@ -208,7 +208,7 @@ func TestSamplesAreZeroedUnlessSkipZero(t *testing.T) {
 		return nil
 	})
 	for _, skip := range []bool{false, true} {
-		l := newLoader(t, ds, engine.Config{BatchSize: 8, SkipZero: skip})
+		l := newLoader(t, ds, engine.Config{BatchSize: 8, SkipZeroing: skip})
 		collect(t, l, 0)
 		for b, err := range l.Epoch(context.Background(), 1) {
 			require.NoError(t, err)
@@ -220,7 +220,7 @@ func TestSamplesAreZeroedUnlessSkipZero(t *testing.T) {
 				}
 			}
 			if skip {
-				assert.Positive(t, nonzero, "SkipZero: the last batch's bytes stay")
+				assert.Positive(t, nonzero, "SkipZeroing: the last batch's bytes stay")
 			} else {
 				assert.Zero(t, nonzero, "a sample Fill did not write must read as zeros")
 			}
@@ -259,7 +259,7 @@ func TestRestartWorkersEndWithTheEpoch(t *testing.T) {
 		require.NoError(t, err)
 		for b, err := range l.Epoch(context.Background(), 0) {
 			require.NoError(t, err)
-			if b.Number() == 0 { // the window holds every worker in the epoch
+			if b.IndexInEpoch() == 0 { // the window holds every worker in the epoch
 				settled(5)
 			}
 		}

@@ -25,7 +25,7 @@ type loader struct {
 	cfg    Config
 	bs     BatchSampler
 	sel    pinned.Selection
-	shard  Shard
+	shard  RankInfo
 	gpu    *pinned.GPU  // nil on the cpu backend
 	pool   *pinned.Pool // host buffers
 	dpool  *pinned.Pool // device buffers; nil on the cpu backend
@@ -122,7 +122,7 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
-	if sd, ok := ds.(*StreamDataset); ok {
+	if sd, ok := ds.(*IterableDataset); ok {
 		if err := checkStream(sd, cfg, shard); err != nil {
 			return nil, err
 		}
@@ -149,9 +149,9 @@ func (l *loader) Backend() pinned.Selection { return l.sel }
 // Config returns the loader's configuration with defaults filled in.
 func (l *loader) Config() Config { return l.cfg }
 
-// Shard returns this process's rank and the world size epochs are
+// RankInfo returns this process's rank and the world size epochs are
 // sharded over.
-func (l *loader) Shard() Shard { return l.shard }
+func (l *loader) RankInfo() RankInfo { return l.shard }
 
 // batchSampler returns the batch sampler for a dataset of n samples,
 // skipping the first skip units of the epoch's global order.
@@ -159,7 +159,7 @@ func (l *loader) batchSampler(n, skip int) BatchSampler {
 	if l.bs != nil {
 		return shardedBatches{l.bs, l.shard, skip}
 	}
-	if sd, ok := l.ds.(*StreamDataset); ok { // it splits itself across ranks
+	if sd, ok := l.ds.(*IterableDataset); ok { // it splits itself across ranks
 		return Batched{Sampler: streamSampler{sd, l.cfg.Seed, l.shard, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
 	}
 	s := l.cfg.Sampler
@@ -170,14 +170,14 @@ func (l *loader) batchSampler(n, skip int) BatchSampler {
 	default:
 		s = Sequential{N: n}
 	}
-	return Batched{Sampler: sharded{s, l.shard, l.cfg.ShardDropLast, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
+	return Batched{Sampler: sharded{s, l.shard, l.cfg.DropUneven, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
 }
 
 // Epoch returns the batches of epoch, in sampler order. Ranging over it
 // runs the epoch; each batch is recycled when the loop body returns unless
 // it was retained. An error ends the sequence: a *SampleError at the
 // failing sample's batch, after every batch before it, or the cause of
-// ctx's cancellation, or ErrClosed; for a StreamDataset, also a read
+// ctx's cancellation, or ErrClosed; for a IterableDataset, also a read
 // error after the last batch (a shard with more or fewer records than
 // listed, beyond the records of the batches).
 func (l *loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
@@ -277,7 +277,7 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 	}
 	workers := l.workers
 	var stream *streamEpoch
-	if sd, ok := l.ds.(*StreamDataset); ok { // the last step that may fail
+	if sd, ok := l.ds.(*IterableDataset); ok { // the last step that may fail
 		stream = sd.begin(epoch, l.cfg.Seed, l.shard, batches)
 	}
 	if l.cfg.Workers > 0 && workers == nil {
@@ -620,11 +620,11 @@ type Stats struct {
 	InFlight, Window, ActiveWorkers int
 
 	// ConsumerWait is the time the range loop spent waiting for batches
-	// (with Workers 0, loading them); EpochTime the time spent inside
+	// (with Workers 0, loading them); TimeInEpochs the time spent inside
 	// epochs; DataBound their ratio: the fraction of the training loop's
 	// time that went to waiting for data. Near 0, the GPU is the limit.
 	ConsumerWait time.Duration
-	EpochTime    time.Duration
+	TimeInEpochs    time.Duration
 	DataBound    float64
 
 	// Latencies: one Fill (a sample; one Fill in 8 is timed and counts
@@ -634,13 +634,13 @@ type Stats struct {
 	// consumer's wait for a batch.
 	Fill, Pad, Copy, Wait Histogram
 
-	// Retried counts fills retried under Config.OnError; Skipped the
+	// FillRetries counts fills retried under Config.OnError; Skipped the
 	// samples skipped, the first 1000 of which SkippedSamples lists.
-	Retried        int64
+	FillRetries        int64
 	Skipped        int64
 	SkippedSamples []SkippedSample
 
-	// ReadRetries counts the reads a StreamDataset's stream retried.
+	// ReadRetries counts the reads a IterableDataset's stream retried.
 	ReadRetries int64
 
 	// Abandoned counts worker goroutines left behind in a Fill that ran
@@ -665,7 +665,7 @@ func (l *loader) Stats() Stats {
 		Pad:            l.stats.pad.snapshot(),
 		Copy:           l.stats.copy.snapshot(),
 		Wait:           l.stats.wait.snapshot(),
-		Retried:        l.retried.Load(),
+		FillRetries:        l.retried.Load(),
 		Skipped:        l.skipped.Load(),
 		Abandoned:      l.abandoned.Load(),
 		LeakedBytes:    l.leaked.Load(),
@@ -673,19 +673,19 @@ func (l *loader) Stats() Stats {
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
-	if sd, ok := l.ds.(*StreamDataset); ok {
-		s.ReadRetries = sd.Retries()
+	if sd, ok := l.ds.(*IterableDataset); ok {
+		s.ReadRetries = sd.ReadRetries()
 	}
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
-	s.EpochTime = time.Duration(l.epochNanos.Load())
+	s.TimeInEpochs = time.Duration(l.epochNanos.Load())
 	if !l.epochStart.IsZero() {
-		s.EpochTime += time.Since(l.epochStart)
+		s.TimeInEpochs += time.Since(l.epochStart)
 	}
 	s.SkippedSamples = slices.Clone(l.skippedList)
 	l.statsMu.Unlock()
-	if s.EpochTime > 0 {
-		s.DataBound = min(1, float64(s.ConsumerWait)/float64(s.EpochTime))
+	if s.TimeInEpochs > 0 {
+		s.DataBound = min(1, float64(s.ConsumerWait)/float64(s.TimeInEpochs))
 	}
 	l.mu.Lock()
 	if r := l.active; r != nil {
@@ -709,9 +709,9 @@ func (l *loader) Len() int {
 	if err != nil {
 		return 0
 	}
-	if _, stream := l.ds.(*StreamDataset); !stream && l.bs == nil && l.cfg.Sampler == nil {
+	if _, stream := l.ds.(*IterableDataset); !stream && l.bs == nil && l.cfg.Sampler == nil {
 		m, w, b := n, l.shard.WorldSize, l.cfg.BatchSize
-		if w > 1 && l.cfg.ShardDropLast {
+		if w > 1 && l.cfg.DropUneven {
 			m = n / w
 		} else if w > 1 {
 			m = (n + w - 1) / w

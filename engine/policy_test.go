@@ -105,7 +105,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 		v, _ := tries.Load(i)
 		assert.Equal(t, int32(1), v.(*atomic.Int32).Load(), "index %d tried again", i)
 	}
-	assert.Equal(t, int64(2), l.Stats().Retried)
+	assert.Equal(t, int64(2), l.Stats().FillRetries)
 	assert.Equal(t, []int{4, 5, 6, 7}, got[1].Indices)
 	ref, _ := runSteps(t, newLoader(t, engine.DatasetFunc(16, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 		s.Rand().Float64()
@@ -165,7 +165,7 @@ func TestOutOfOrderDeliversCompleteBatchesFirst(t *testing.T) {
 	var got []step
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
-		numbers = append(numbers, b.Number())
+		numbers = append(numbers, b.IndexInEpoch())
 		got = append(got, stepOf(b))
 		if len(numbers) == 3 {
 			close(release)
@@ -239,7 +239,7 @@ func TestLenIsBatchesPerEpochOnThisRank(t *testing.T) {
 		{BatchSize: 3},
 		{BatchSize: 3, DropLast: true},
 		{BatchSize: 2, WorldSize: 3, Rank: 2},
-		{BatchSize: 2, WorldSize: 3, Rank: 1, ShardDropLast: true},
+		{BatchSize: 2, WorldSize: 3, Rank: 1, DropUneven: true},
 		{BatchSize: 2, WorldSize: 4, DropLast: true},
 		{BatchSize: 4, Sampler: sliceSampler{1, 2, 3, 4, 5}},
 		{BatchSampler: bucketed{}},
@@ -251,7 +251,7 @@ func TestLenIsBatchesPerEpochOnThisRank(t *testing.T) {
 	}
 }
 
-func TestShardDropLastIsSeparateFromDropLast(t *testing.T) {
+func TestDropUnevenIsSeparateFromDropLast(t *testing.T) {
 	clearLauncherEnv(t)
 	ds := engine.DatasetFunc(10, indexSchema, fillIndex)
 	for _, tc := range []struct {
@@ -259,9 +259,9 @@ func TestShardDropLastIsSeparateFromDropLast(t *testing.T) {
 		want [][]int
 	}{
 		{engine.Config{BatchSize: 2, WorldSize: 3}, [][]int{{0, 3}, {6, 9}}},                   // padded to 12
-		{engine.Config{BatchSize: 2, WorldSize: 3, ShardDropLast: true}, [][]int{{0, 3}, {6}}}, // cut to 9
+		{engine.Config{BatchSize: 2, WorldSize: 3, DropUneven: true}, [][]int{{0, 3}, {6}}}, // cut to 9
 		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true}, [][]int{{0, 3, 6}}},        // padded, then the short batch dropped
-		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true, ShardDropLast: true}, [][]int{{0, 3, 6}}},
+		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true, DropUneven: true}, [][]int{{0, 3, 6}}},
 	} {
 		got, _ := collect(t, newLoader(t, ds, tc.cfg), 0)
 		assert.Equal(t, tc.want, got, "%+v", tc.cfg)

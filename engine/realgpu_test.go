@@ -38,7 +38,7 @@ func TestRealGPUSmoke(t *testing.T) {
 				dt := b.DeviceTensor(f.Name)
 				back := make([]byte, dt.Bytes)
 				require.NoError(t, rt.CopyToHost(back, csrc.DevicePtr(dt.Ptr)))
-				assert.True(t, bytes.Equal(b.Tensor(f.Name).Bytes(), back), "batch %d field %s", b.Number(), f.Name)
+				assert.True(t, bytes.Equal(b.Tensor(f.Name).Bytes(), back), "batch %d field %s", b.IndexInEpoch(), f.Name)
 			}
 			n++
 		}

@@ -173,7 +173,7 @@ func TestStuckFillIsAbandonedNotWaitedFor(t *testing.T) {
 						assert.Equal(t, int64(b.Indices()[i]), v)
 					}
 					for _, v := range collate.As[float32](b.Tensor("x")) {
-						require.NotEqual(t, float32(-1), v, "batch %d of epoch %d shares the stuck sample's buffer", b.Number(), epoch)
+						require.NotEqual(t, float32(-1), v, "batch %d of epoch %d shares the stuck sample's buffer", b.IndexInEpoch(), epoch)
 					}
 				}
 			}
@@ -213,7 +213,7 @@ func TestCloseDuringAStuckFillReturnsAfterTheTimeout(t *testing.T) {
 				done <- err
 				return
 			}
-			if b.Number() == 0 {
+			if b.IndexInEpoch() == 0 {
 				<-entered
 				go l.Close()
 			}
@@ -279,7 +279,7 @@ func TestBatchMisusePanicsAndTouchesNoRecycledBuffer(t *testing.T) {
 	var kept *engine.Batch
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
-		switch b.Number() {
+		switch b.IndexInEpoch() {
 		case 0:
 			kept = b
 		case 1:
@@ -314,7 +314,7 @@ func TestBatchMisusePanicsAndTouchesNoRecycledBuffer(t *testing.T) {
 		}
 		for _, b := range held {
 			for i, v := range collate.As[int64](b.Tensor("index")) {
-				require.Equal(t, int64(b.Indices()[i]), v, "batch %d was overwritten", b.Number())
+				require.Equal(t, int64(b.Indices()[i]), v, "batch %d was overwritten", b.IndexInEpoch())
 			}
 			b.Release()
 		}

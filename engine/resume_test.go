@@ -29,7 +29,7 @@ func stepOf(b *engine.Batch) step {
 		h.Write(b.Tensor(f.Name).Bytes())
 	}
 	var s step
-	s.Epoch, s.Number, s.Indices = b.Epoch(), b.Number(), b.Indices()
+	s.Epoch, s.Number, s.Indices = b.Epoch(), b.IndexInEpoch(), b.Indices()
 	h.Sum(s.Sum[:0])
 	return s
 }
@@ -134,7 +134,7 @@ func TestResumeWithAnotherWorldSizeLosesNothing(t *testing.T) {
 	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
 	for _, tc := range []struct{ before, after, cut int }{{2, 3, 3}, {4, 1, 2}, {3, 2, 1}, {1, 4, 5}} {
 		t.Run(fmt.Sprintf("%d to %d ranks after %d batches", tc.before, tc.after, tc.cut), func(t *testing.T) {
-			cfg := engine.Config{BatchSize: 4, Shuffle: true, Seed: 8, ShardDropLast: true}
+			cfg := engine.Config{BatchSize: 4, Shuffle: true, Seed: 8, DropUneven: true}
 			seen := map[int]int{}
 			var st engine.State
 			for rank := range tc.before {
@@ -163,7 +163,7 @@ func TestResumeWithAnotherWorldSizeLosesNothing(t *testing.T) {
 					}
 				}
 			}
-			// ShardDropLast cuts the rest to a multiple of the new world size:
+			// DropUneven cuts the rest to a multiple of the new world size:
 			// at most after-1 samples are left out, none is repeated.
 			assert.GreaterOrEqual(t, len(seen), n-(tc.after-1))
 			for i, c := range seen {
@@ -217,7 +217,7 @@ func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
 		{"negative batches", func(st *engine.State) { st.Batches = -2 }, "engine: Config.Resume: Batches: -2, want >= 0"},
 		{"batch size 0", func(st *engine.State) { st.BatchSize = 0 }, "engine: Config.Resume: BatchSize: 0, want > 0"},
 		{"world size -1", func(st *engine.State) { st.WorldSize = -1 }, "engine: Config.Resume: WorldSize: -1, want > 0"},
-		{"unknown source", func(st *engine.State) { st.Source = "mmap" }, `engine: Config.Resume: Source: "mmap", want "map" or "stream"`},
+		{"unknown source", func(st *engine.State) { st.Source = "mmap" }, `engine: Config.Resume: Source: "mmap", want "map" or "iterable"`},
 		{"duplicate done", func(st *engine.State) { st.Done = []int{5, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 5: want increasing batch numbers, each once"},
 		{"unsorted done", func(st *engine.State) { st.Done = []int{7, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 7"},
 		{"done past the end", func(st *engine.State) { st.Done = []int{4, 25} }, "engine: Config.Resume: Done: entry 1 is batch 25, want one after the first batch not delivered (2) and before the end of the epoch (25)"},
@@ -253,15 +253,15 @@ func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
 func TestResumeRefusesAStateOfTheOtherKindOfSource(t *testing.T) {
 	clearLauncherEnv(t)
 	const n = 29 // memStream(10, 7, 12)
-	stream := func() engine.Dataset { return streamDataset(t, newMemStream(10, 7, 12), engine.StreamConfig{}) }
+	stream := func() engine.Dataset { return streamDataset(t, newMemStream(10, 7, 12), engine.IterableConfig{}) }
 	mapped := func() engine.Dataset { return engine.DatasetFunc(n, indexSchema, fillIndex) }
 	for _, tc := range []struct {
 		name     string
 		from, to func() engine.Dataset
 		want     string
 	}{
-		{"stream to map", stream, mapped, `engine: Config.Resume: Source: the state was saved from a "stream" dataset, this one is a "map" dataset`},
-		{"map to stream", mapped, stream, `engine: Config.Resume: Source: the state was saved from a "map" dataset, this one is a "stream" dataset`},
+		{"stream to map", stream, mapped, `engine: Config.Resume: Source: the state was saved from a "iterable" dataset, this one is a "map" dataset`},
+		{"map to stream", mapped, stream, `engine: Config.Resume: Source: the state was saved from a "map" dataset, this one is a "iterable" dataset`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cut := range []int{1, 3, 5} {
@@ -293,7 +293,7 @@ func TestResumeWithALongDoneListResumesExactlyTheRest(t *testing.T) {
 	next := 0
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
-		require.Equal(t, next, b.Number())
+		require.Equal(t, next, b.IndexInEpoch())
 		require.Equal(t, int64(next), collate.As[int64](b.Tensor("index"))[0])
 		if next < 2*done {
 			next += 2
@@ -323,7 +323,7 @@ func TestResumeWithAMillionDoneStartsAtOnce(t *testing.T) {
 	var numbers []int
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
-		numbers = append(numbers, b.Number())
+		numbers = append(numbers, b.IndexInEpoch())
 		if len(numbers) == 3 {
 			break
 		}

@@ -50,7 +50,7 @@ type run struct {
 	stopped  bool
 	err      error // a failure of the run itself (not of a sample)
 
-	stream  *streamEpoch // the reader of a StreamDataset's epoch; nil otherwise
+	stream  *streamEpoch // the reader of a IterableDataset's epoch; nil otherwise
 	offset  int          // the number of batch 0 (a resumed epoch starts past 0)
 	numbers []int        // with an out-of-order resume, batch k's number; nil: offset+k
 }
@@ -300,13 +300,13 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	for attempt := 0; ; attempt++ {
 		s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes()) // a retry draws the same random numbers
 		s.stream = r.stream
-		if !r.l.cfg.SkipZero {
+		if !r.l.cfg.SkipZeroing {
 			for i := range r.layout.Schema() {
-				clear(s.Field(i).Bytes())
+				clear(s.TensorAt(i).Bytes())
 			}
 		} else {
 			for _, df := range r.l.dyn {
-				clear(s.Field(df.lens).Bytes()) // a length left from an earlier batch would be wrong
+				clear(s.TensorAt(df.lens).Bytes()) // a length left from an earlier batch would be wrong
 			}
 		}
 		var start time.Time
@@ -362,7 +362,7 @@ func (r *run) sleep(d time.Duration) error {
 func (r *run) fillBatch(w *worker, p *pending, k int) {
 	b := &w.bslot
 	*b = BatchSlot{run: r, indices: r.batches[k], buf: p.buf.Bytes()}
-	if !r.l.cfg.SkipZero {
+	if !r.l.cfg.SkipZeroing {
 		clear(b.buf)
 	}
 	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) }, func(err error) {

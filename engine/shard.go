@@ -7,11 +7,11 @@ import (
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 
-// Shard is this process's part of a distributed job: its rank among
+// RankInfo is this process's part of a distributed job: its rank among
 // WorldSize processes that share the Seed, and its local rank, its index
 // among the job's processes on its node, which picks the GPU when
 // Config.Backend names no device.
-type Shard struct {
+type RankInfo struct {
 	Rank, WorldSize int
 	Source          string // where they came from: "Config", a launcher's variables ("SLURM_PROCID/SLURM_NTASKS"), or "single process"
 	LocalRank       int
@@ -22,31 +22,31 @@ type Shard struct {
 // Config.WorldSize when set, else the launcher's (see package launch for
 // the variables and their precedence), else a single process; the local
 // rank is always the launcher's, else 0.
-func (c Config) shard() (Shard, error) {
-	var s Shard
+func (c Config) shard() (RankInfo, error) {
+	var s RankInfo
 	switch {
 	case c.WorldSize > 0:
 		if c.Rank < 0 || c.Rank >= c.WorldSize {
-			return Shard{}, configError("Rank", "%d, want 0 <= Rank < WorldSize (%d)", c.Rank, c.WorldSize)
+			return RankInfo{}, configError("Rank", "%d, want 0 <= Rank < WorldSize (%d)", c.Rank, c.WorldSize)
 		}
-		s = Shard{Rank: c.Rank, WorldSize: c.WorldSize, Source: "Config"}
+		s = RankInfo{Rank: c.Rank, WorldSize: c.WorldSize, Source: "Config"}
 	case c.WorldSize < 0:
-		return Shard{}, configError("WorldSize", "%d, want > 0 (or 0 to read the launcher's environment)", c.WorldSize)
+		return RankInfo{}, configError("WorldSize", "%d, want > 0 (or 0 to read the launcher's environment)", c.WorldSize)
 	case c.Rank != 0:
-		return Shard{}, configError("Rank", "%d set without WorldSize", c.Rank)
+		return RankInfo{}, configError("Rank", "%d set without WorldSize", c.Rank)
 	default:
 		rank, world, source, err := launch.Rank()
 		if err != nil {
-			return Shard{}, fmt.Errorf("engine: %w", err)
+			return RankInfo{}, fmt.Errorf("engine: %w", err)
 		}
 		if source == "" {
 			source = "single process"
 		}
-		s = Shard{Rank: rank, WorldSize: world, Source: source}
+		s = RankInfo{Rank: rank, WorldSize: world, Source: source}
 	}
 	local, source, ok, err := launch.LocalRank()
 	if err != nil {
-		return Shard{}, fmt.Errorf("engine: %w", err)
+		return RankInfo{}, fmt.Errorf("engine: %w", err)
 	}
 	if !ok {
 		source = "default"
@@ -64,7 +64,7 @@ func (c Config) shard() (Shard, error) {
 // the rest is split the same way.
 type sharded struct {
 	s        Sampler
-	shard    Shard
+	shard    RankInfo
 	dropLast bool
 	skip     int
 }
@@ -96,7 +96,7 @@ func (d sharded) Order(epoch int) []int {
 // the first skip batches of the global list (a resumed epoch).
 type shardedBatches struct {
 	bs    BatchSampler
-	shard Shard
+	shard RankInfo
 	skip  int
 }
 

@@ -30,7 +30,7 @@ import (
 // and the Done list.
 type State struct {
 	// Source is the kind of dataset the state was saved from, SourceMap
-	// or SourceStream: the two count positions differently, so a state of
+	// or SourceIterable: the two count positions differently, so a state of
 	// one never resumes the other. (States saved before it existed lack
 	// it; they resume the dataset they are given, as they did then.)
 	Source string `json:"source"`
@@ -54,7 +54,7 @@ type State struct {
 // State.Source values.
 const (
 	SourceMap    = "map"    // a map-style Dataset: Position counts the epoch's global order
-	SourceStream = "stream" // a StreamDataset: Position counts this rank's own samples
+	SourceIterable = "iterable" // a IterableDataset: Position counts this rank's own samples
 )
 
 // fingerprint is a schema's State.Schema.
@@ -71,8 +71,8 @@ func fingerprint(s collate.Schema) string {
 
 // source returns the loader's State.Source.
 func (l *loader) source() string {
-	if _, ok := l.ds.(*StreamDataset); ok {
-		return SourceStream
+	if _, ok := l.ds.(*IterableDataset); ok {
+		return SourceIterable
 	}
 	return SourceMap
 }
@@ -80,10 +80,10 @@ func (l *loader) source() string {
 // unit returns the units of the epoch's order one batch of this rank
 // consumes: BatchSize×WorldSize samples of the global order, WorldSize
 // batches with a BatchSampler, or BatchSize of the rank's own samples of
-// a StreamDataset.
+// a IterableDataset.
 func (l *loader) unit() int {
 	unit := l.shard.WorldSize
-	if _, ok := l.ds.(*StreamDataset); ok { // positions are the rank's own
+	if _, ok := l.ds.(*IterableDataset); ok { // positions are the rank's own
 		unit = 1
 	}
 	if l.bs == nil {
@@ -94,14 +94,14 @@ func (l *loader) unit() int {
 
 // epochUnits returns the length of epoch's order in the units Position
 // counts: samples of the global order, batches of a BatchSampler, or the
-// rank's own samples of a StreamDataset.
+// rank's own samples of a IterableDataset.
 func (l *loader) epochUnits(epoch, n int) (units int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the sampler of epoch %d: %w", epoch, panicError(v))
 		}
 	}()
-	switch sd, stream := l.ds.(*StreamDataset); {
+	switch sd, stream := l.ds.(*IterableDataset); {
 	case stream:
 		_, order := sd.plan(epoch, l.cfg.Seed, l.shard)
 		return len(order), nil
@@ -120,8 +120,8 @@ func (l *loader) checkResume(st *State, n int) error {
 		return configError("Resume", "%s: %s", field, fmt.Sprintf(format, args...))
 	}
 	switch schema, source := fingerprint(l.ds.Schema()), l.source(); {
-	case st.Source != "" && st.Source != SourceMap && st.Source != SourceStream:
-		return bad("Source", "%q, want %q or %q", st.Source, SourceMap, SourceStream)
+	case st.Source != "" && st.Source != SourceMap && st.Source != SourceIterable:
+		return bad("Source", "%q, want %q or %q", st.Source, SourceMap, SourceIterable)
 	case st.Source != "" && st.Source != source:
 		return bad("Source", "the state was saved from a %q dataset, this one is a %q dataset: its position would repeat or lose samples", st.Source, source)
 	case st.Len != n:

@@ -26,8 +26,8 @@ func (h Histogram) String() string {
 func (s Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d batches, %d samples", s.Batches, s.Samples)
-	if sec := s.EpochTime.Seconds(); sec > 0 {
-		fmt.Fprintf(&b, " in %v (%.1f batches/s, %.0f samples/s)", s.EpochTime.Round(time.Millisecond),
+	if sec := s.TimeInEpochs.Seconds(); sec > 0 {
+		fmt.Fprintf(&b, " in %v (%.1f batches/s, %.0f samples/s)", s.TimeInEpochs.Round(time.Millisecond),
 			float64(s.Batches)/sec, float64(s.Samples)/sec)
 	}
 	fmt.Fprintf(&b, "; the loop waited for data %.0f%% of the time", 100*s.DataBound)
@@ -46,7 +46,7 @@ func (s Stats) String() string {
 	for _, c := range []struct {
 		n    int64
 		what string
-	}{{s.Retried, "fills retried"}, {s.Skipped, "samples skipped"}, {s.ReadRetries, "reads retried"}, {s.Abandoned, "workers abandoned in stuck fills"}} {
+	}{{s.FillRetries, "fills retried"}, {s.Skipped, "samples skipped"}, {s.ReadRetries, "reads retried"}, {s.Abandoned, "workers abandoned in stuck fills"}} {
 		if c.n > 0 {
 			fmt.Fprintf(&b, "; %d %s", c.n, c.what)
 		}
@@ -77,10 +77,10 @@ func (s Stats) expvarJSON() map[string]any {
 		"copied_bytes": s.BytesCopied, "to_device_bytes": s.BytesToDevice,
 		"pool": pool(s.Pool), "device_pool": pool(s.DevicePool), "max_pinned_bytes": s.MaxPinnedBytes,
 		"in_flight_batches": s.InFlight, "window_batches": s.Window, "active_workers": s.ActiveWorkers,
-		"consumer_wait_seconds": s.ConsumerWait.Seconds(), "epoch_time_seconds": s.EpochTime.Seconds(),
+		"consumer_wait_seconds": s.ConsumerWait.Seconds(), "epoch_time_seconds": s.TimeInEpochs.Seconds(),
 		"data_bound_fraction": s.DataBound,
 		"fill":                hist(s.Fill), "pad": hist(s.Pad), "copy": hist(s.Copy), "wait": hist(s.Wait),
-		"fills_retried": s.Retried, "samples_skipped": s.Skipped, "reads_retried": s.ReadRetries,
+		"fills_retried": s.FillRetries, "samples_skipped": s.Skipped, "reads_retried": s.ReadRetries,
 		"abandoned_workers": s.Abandoned, "leaked_bytes": s.LeakedBytes,
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 )
 
-// ShardInfo names one shard of a Stream and its sample count.
+// ShardInfo names one shard of an Iterable and its sample count.
 type ShardInfo struct {
 	Name    string // a path or URL
 	Samples int    // records in the shard
@@ -42,12 +42,12 @@ type RecordReader interface {
 	Close() error
 }
 
-// Stream is an iterable dataset read from shards: WebDataset tar files,
-// token files, object storage. Package shards implements it; FromStream
+// Iterable is an iterable dataset read from shards: WebDataset tar files,
+// token files, object storage. Package shards implements it; FromIterable
 // makes it a Dataset the engine loads.
-type Stream interface {
+type Iterable interface {
 	Schema() collate.Schema
-	// Shards lists the shards with their sample counts; FromStream calls
+	// Shards lists the shards with their sample counts; FromIterable calls
 	// it once.
 	Shards(ctx context.Context) ([]ShardInfo, error)
 	// Open starts reading a shard from its first record.
@@ -57,8 +57,8 @@ type Stream interface {
 	Decode(ctx context.Context, rec Record, s *Slot) error
 }
 
-// StreamConfig says how a Stream is read.
-type StreamConfig struct {
+// IterableConfig says how an Iterable is read.
+type IterableConfig struct {
 	// ShuffleShards visits the shards in an order that is a pure function
 	// of (Seed, epoch).
 	ShuffleShards bool
@@ -76,15 +76,15 @@ type StreamConfig struct {
 	DropUneven bool
 }
 
-// DefaultReadAheadBytes is StreamConfig.ReadAheadBytes when 0.
+// DefaultReadAheadBytes is IterableConfig.ReadAheadBytes when 0.
 const DefaultReadAheadBytes = 64 << 20
 
-// StreamDataset is a Stream as a Dataset: pass it to New. An epoch's
+// IterableDataset is an Iterable as a Dataset: pass it to New. An epoch's
 // samples are its shards' records, shards in the epoch's shard order (a
-// pure function of (Seed, epoch), see StreamConfig.ShuffleShards). As
+// pure function of (Seed, epoch), see IterableConfig.ShuffleShards). As
 // PyTorch's DistributedSampler does, that sequence is padded with its own
 // first samples to a multiple of the world size (or cut to one, see
-// StreamConfig.DropUneven), and rank r takes the r-th of WorldSize equal
+// IterableConfig.DropUneven), and rank r takes the r-th of WorldSize equal
 // contiguous spans of it: every rank gets the same number of samples, so
 // the same number of batches, and no sample is loaded twice but the
 // fewer than WorldSize that pad. A shard is read by the ranks whose span
@@ -100,9 +100,9 @@ const DefaultReadAheadBytes = 64 << 20
 // position in the shard, so Slot.Rand is the same on every rank and run.
 // A reader error, or a shard with more or fewer records than listed, ends
 // the epoch with an error naming the shard and record.
-type StreamDataset struct {
-	src    Stream
-	sc     StreamConfig
+type IterableDataset struct {
+	src    Iterable
+	sc     IterableConfig
 	schema collate.Schema
 	shards []ShardInfo
 	first  []int // the global id of each shard's first record
@@ -111,27 +111,27 @@ type StreamDataset struct {
 	retries atomic.Int64
 }
 
-// FromStream lists src's shards and returns the Dataset that loads them.
-func FromStream(ctx context.Context, src Stream, sc StreamConfig) (*StreamDataset, error) {
+// FromIterable lists src's shards and returns the Dataset that loads them.
+func FromIterable(ctx context.Context, src Iterable, sc IterableConfig) (*IterableDataset, error) {
 	switch {
 	case isNil(src):
-		return nil, fmt.Errorf("engine: FromStream: the Stream is nil (%T)", src)
+		return nil, fmt.Errorf("engine: FromIterable: the Iterable is nil (%T)", src)
 	case sc.ShuffleBuffer < 0:
-		return nil, fmt.Errorf("engine: StreamConfig.ShuffleBuffer: %d, want >= 0", sc.ShuffleBuffer)
+		return nil, fmt.Errorf("engine: IterableConfig.ShuffleBuffer: %d, want >= 0", sc.ShuffleBuffer)
 	case sc.ReadAheadBytes < 0:
-		return nil, fmt.Errorf("engine: StreamConfig.ReadAheadBytes: %d, want >= 0 (0 means %d)", sc.ReadAheadBytes, DefaultReadAheadBytes)
+		return nil, fmt.Errorf("engine: IterableConfig.ReadAheadBytes: %d, want >= 0 (0 means %d)", sc.ReadAheadBytes, DefaultReadAheadBytes)
 	}
 	if sc.ReadAheadBytes == 0 {
 		sc.ReadAheadBytes = DefaultReadAheadBytes
 	}
 	shards, err := src.Shards(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("engine: FromStream: listing the shards: %w", err)
+		return nil, fmt.Errorf("engine: FromIterable: listing the shards: %w", err)
 	}
-	d := &StreamDataset{src: src, sc: sc, schema: src.Schema(), shards: slices.Clone(shards), first: make([]int, len(shards))}
+	d := &IterableDataset{src: src, sc: sc, schema: src.Schema(), shards: slices.Clone(shards), first: make([]int, len(shards))}
 	for i, sh := range shards {
 		if sh.Samples < 0 || d.total > maxSamples-sh.Samples {
-			return nil, fmt.Errorf("engine: FromStream: shard %q has %d samples, want 0 to %d in all", sh.Name, sh.Samples, maxSamples)
+			return nil, fmt.Errorf("engine: FromIterable: shard %q has %d samples, want 0 to %d in all", sh.Name, sh.Samples, maxSamples)
 		}
 		d.first[i] = d.total
 		d.total += sh.Samples
@@ -140,17 +140,17 @@ func FromStream(ctx context.Context, src Stream, sc StreamConfig) (*StreamDatase
 }
 
 // Len returns the samples of every shard, on every rank.
-func (d *StreamDataset) Len() int { return d.total }
+func (d *IterableDataset) Len() int { return d.total }
 
 // Schema returns the stream's schema.
-func (d *StreamDataset) Schema() collate.Schema { return d.schema }
+func (d *IterableDataset) Schema() collate.Schema { return d.schema }
 
 // Shards returns the shards and their counts.
-func (d *StreamDataset) Shards() []ShardInfo { return slices.Clone(d.shards) }
+func (d *IterableDataset) Shards() []ShardInfo { return slices.Clone(d.shards) }
 
-// Retries returns the reads the stream retried (a Stream that counts them
-// implements Retries() int64), for Stats.ReadRetries.
-func (d *StreamDataset) Retries() int64 {
+// ReadRetries returns the reads the stream retried (an Iterable that counts them
+// implements ReadRetries() int64), for Stats.ReadRetries.
+func (d *IterableDataset) ReadRetries() int64 {
 	if r, ok := d.src.(interface{ Retries() int64 }); ok {
 		return r.Retries()
 	}
@@ -159,10 +159,10 @@ func (d *StreamDataset) Retries() int64 {
 
 // Fill waits for the reader of the loader's epoch to have read the record
 // of s.Index() and decodes it into s.
-func (d *StreamDataset) Fill(ctx context.Context, s *Slot) error {
+func (d *IterableDataset) Fill(ctx context.Context, s *Slot) error {
 	e := s.stream
 	if e == nil || e.d != d {
-		return errors.New("engine: a StreamDataset fills samples only inside an epoch of a Loader of it")
+		return errors.New("engine: a IterableDataset fills samples only inside an epoch of a Loader of it")
 	}
 	rec, err := e.take(ctx, s.Index())
 	if err != nil {
@@ -177,7 +177,7 @@ type read struct{ shard, offset int }
 // shardOrder returns the indices of the shards in the order epoch visits
 // them: a pure function of (seed, epoch) with ShuffleShards, else as
 // listed.
-func (d *StreamDataset) shardOrder(epoch int, seed uint64) []int {
+func (d *IterableDataset) shardOrder(epoch int, seed uint64) []int {
 	order := make([]int, len(d.shards))
 	for i := range order {
 		order[i] = i
@@ -198,7 +198,7 @@ func (d *StreamDataset) shardOrder(epoch int, seed uint64) []int {
 // the world size, or cut down to one with DropUneven. Rank r reads the
 // r-th of WorldSize equal contiguous spans of it, so that a shard is
 // read by one rank, or two when a span boundary falls inside it.
-func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, order []int) {
+func (d *IterableDataset) plan(epoch int, seed uint64, sh RankInfo) (reads []read, order []int) {
 	n, w := d.total, max(sh.WorldSize, 1)
 	per := (n + w - 1) / w
 	if d.sc.DropUneven {
@@ -248,28 +248,28 @@ func (d *StreamDataset) plan(epoch int, seed uint64, sh Shard) (reads []read, or
 	return reads, order
 }
 
-// checkStream checks a loader's config for a StreamDataset.
-func checkStream(_ *StreamDataset, cfg Config, sh Shard) error {
+// checkStream checks a loader's config for a IterableDataset.
+func checkStream(_ *IterableDataset, cfg Config, sh RankInfo) error {
 	switch {
 	case cfg.Shuffle:
-		return configError("Shuffle", "set for a StreamDataset, which orders itself: use StreamConfig.ShuffleShards and ShuffleBuffer")
+		return configError("Shuffle", "set for a IterableDataset, which orders itself: use IterableConfig.ShuffleShards and ShuffleBuffer")
 	case cfg.Sampler != nil:
-		return configError("Sampler", "set for a StreamDataset, which orders itself")
+		return configError("Sampler", "set for a IterableDataset, which orders itself")
 	case cfg.BatchSampler != nil:
-		return configError("BatchSampler", "set for a StreamDataset, which orders itself")
-	case cfg.ShardDropLast:
-		return configError("ShardDropLast", "set for a StreamDataset: use StreamConfig.DropUneven")
+		return configError("BatchSampler", "set for a IterableDataset, which orders itself")
+	case cfg.DropUneven:
+		return configError("DropUneven", "set for a IterableDataset: use IterableConfig.DropUneven")
 	case cfg.Resume != nil && cfg.Resume.WorldSize != sh.WorldSize:
-		return configError("Resume", "WorldSize: a StreamDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
+		return configError("Resume", "WorldSize: a IterableDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
 	}
 	return nil
 }
 
-// streamSampler is a rank's order of a StreamDataset's epoch, from skip on.
+// streamSampler is a rank's order of a IterableDataset's epoch, from skip on.
 type streamSampler struct {
-	d     *StreamDataset
+	d     *IterableDataset
 	seed  uint64
-	shard Shard
+	shard RankInfo
 	skip  int
 }
 
@@ -280,8 +280,8 @@ func (s streamSampler) Order(epoch int) []int {
 
 // begin starts the reader of an epoch whose batches are given. The reader
 // belongs to the loader's run, so any number of Loaders may read one
-// StreamDataset at once, each its own epochs.
-func (d *StreamDataset) begin(epoch int, seed uint64, sh Shard, batches [][]int) *streamEpoch {
+// IterableDataset at once, each its own epochs.
+func (d *IterableDataset) begin(epoch int, seed uint64, sh RankInfo, batches [][]int) *streamEpoch {
 	reads, _ := d.plan(epoch, seed, sh)
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
 	for _, b := range batches {
@@ -328,7 +328,7 @@ func (e *streamEpoch) end() {
 // streamEpoch is one epoch's reader and the records it read that a Fill
 // has not taken yet.
 type streamEpoch struct {
-	d      *StreamDataset
+	d      *IterableDataset
 	reads  []read
 	ctx    context.Context
 	cancel context.CancelFunc

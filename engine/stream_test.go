@@ -19,7 +19,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/engine"
 )
 
-// memStream is a Stream of in-memory shards: record j of shard i holds
+// memStream is an Iterable of in-memory shards: record j of shard i holds
 // the bytes of its global id (8 bytes, little endian) and a payload.
 type memStream struct {
 	counts  []int
@@ -113,14 +113,14 @@ func (r *memReader) Next(ctx context.Context) (engine.Record, error) {
 
 func (r *memReader) Close() error { return nil }
 
-func streamDataset(t *testing.T, m *memStream, sc engine.StreamConfig) *engine.StreamDataset {
-	d, err := engine.FromStream(context.Background(), m, sc)
+func streamDataset(t *testing.T, m *memStream, sc engine.IterableConfig) *engine.IterableDataset {
+	d, err := engine.FromIterable(context.Background(), m, sc)
 	require.NoError(t, err)
 	return d
 }
 
 func TestStreamLoadsEverySampleOnceInShardOrder(t *testing.T) {
-	d := streamDataset(t, newMemStream(5, 0, 7, 3), engine.StreamConfig{})
+	d := streamDataset(t, newMemStream(5, 0, 7, 3), engine.IterableConfig{})
 	assert.Equal(t, 15, d.Len())
 	for _, workers := range []int{0, 1, 3} {
 		l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: workers})
@@ -132,7 +132,7 @@ func TestStreamLoadsEverySampleOnceInShardOrder(t *testing.T) {
 }
 
 func TestStreamBatchesAreBitIdenticalForAnyWorkers(t *testing.T) {
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 16}
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 16}
 	var want []step
 	for _, workers := range []int{0, 1, 2, 4} {
 		for _, pf := range []int{1, 3} {
@@ -160,7 +160,7 @@ func TestStreamBatchesAreBitIdenticalForAnyWorkers(t *testing.T) {
 // rankIDs loads epoch of a stream of shards of counts as each rank of
 // world and returns the ids each saw, failing unless every rank has as
 // many batches as its Len.
-func rankIDs(t *testing.T, counts []int, world int, sc engine.StreamConfig, cfg engine.Config, epoch int) [][]int {
+func rankIDs(t *testing.T, counts []int, world int, sc engine.IterableConfig, cfg engine.Config, epoch int) [][]int {
 	t.Helper()
 	var out [][]int
 	for rank := range world {
@@ -192,7 +192,7 @@ func TestStreamSplitsAcrossRanksAsDistributedSampler(t *testing.T) {
 	} {
 		for _, drop := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/drop=%v", tc.name, drop), func(t *testing.T) {
-				sc := engine.StreamConfig{ShuffleShards: true, DropUneven: drop}
+				sc := engine.IterableConfig{ShuffleShards: true, DropUneven: drop}
 				cfg := engine.Config{BatchSize: 3, Workers: 2, Seed: 7}
 				// One process reads the epoch's whole sequence, in shard order.
 				seq := rankIDs(t, tc.counts, 1, sc, cfg, 2)[0]
@@ -224,7 +224,7 @@ func TestStreamSplitsAcrossRanksAsDistributedSampler(t *testing.T) {
 
 func TestStreamShardOrderIsPureFunctionOfSeedAndEpoch(t *testing.T) {
 	counts := []int{3, 5, 2, 4, 1, 6}
-	sc := engine.StreamConfig{ShuffleShards: true}
+	sc := engine.IterableConfig{ShuffleShards: true}
 	seq := func(seed uint64, epoch, world int) []int {
 		return slices.Concat(rankIDs(t, counts, world, sc, engine.Config{BatchSize: 2, Seed: seed, Workers: 1}, epoch)...)
 	}
@@ -259,7 +259,7 @@ func TestStreamReadAheadIsBounded(t *testing.T) {
 		t.Run(fmt.Sprintf("%d bytes, buffer %d", tc.bytes, tc.buffer), func(t *testing.T) {
 			m := newMemStream(200, 200)
 			m.payload = 1000 // about 1 KB a record
-			d := streamDataset(t, m, engine.StreamConfig{ShuffleBuffer: tc.buffer, ReadAheadBytes: tc.bytes})
+			d := streamDataset(t, m, engine.IterableConfig{ShuffleBuffer: tc.buffer, ReadAheadBytes: tc.bytes})
 			l := newLoader(t, d, engine.Config{BatchSize: 4, Workers: 2, PrefetchFactor: 2})
 			for _, err := range l.Epoch(context.Background(), 0) {
 				require.NoError(t, err)
@@ -284,7 +284,7 @@ func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMemStream(8, 8, 8)
 			tc.set(m)
-			l := newLoader(t, streamDataset(t, m, engine.StreamConfig{}), engine.Config{BatchSize: 4, Workers: 2})
+			l := newLoader(t, streamDataset(t, m, engine.IterableConfig{}), engine.Config{BatchSize: 4, Workers: 2})
 			numbers, err := untilError(l, 0)
 			assert.Equal(t, []int{0, 1, 2, 3}[:len(numbers)], numbers, "the batches before the bad record")
 			assert.Len(t, numbers, map[string]int{"read error": 2, "short shard": 3, "long shard": 4}[tc.name])
@@ -297,7 +297,7 @@ func TestStreamCancelMidShardEndsTheEpoch(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		m := newMemStream(8, 8)
 		m.stallAt = "1/3" // a read that waits, as a slow server's
-		l := newLoader(t, streamDataset(t, m, engine.StreamConfig{}), engine.Config{BatchSize: 4, Workers: workers})
+		l := newLoader(t, streamDataset(t, m, engine.IterableConfig{}), engine.Config{BatchSize: 4, Workers: workers})
 		ctx, cancel := context.WithCancel(context.Background())
 		var err error
 		n := 0
@@ -316,7 +316,7 @@ func TestStreamCancelMidShardEndsTheEpoch(t *testing.T) {
 }
 
 func TestStreamResumesBitIdentically(t *testing.T) {
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 7}
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 7}
 	cfg := engine.Config{BatchSize: 3, Seed: 5, Workers: 2}
 	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(10, 7, 12), sc), cfg), 0, 2, -1)
 	for _, cut := range []int{1, 5, 10, 13} {
@@ -331,31 +331,31 @@ func TestStreamResumesBitIdentically(t *testing.T) {
 	c := cfg
 	c.Resume, c.WorldSize = &engine.State{Len: 29, Schema: "", Seed: 5, WorldSize: 1}, 2
 	_, err := engine.New(streamDataset(t, newMemStream(10, 7, 12), sc), c)
-	assert.ErrorContains(t, err, "engine: Config.Resume: WorldSize: a StreamDataset resumes with the world size it was saved with (1), not 2")
+	assert.ErrorContains(t, err, "engine: Config.Resume: WorldSize: a IterableDataset resumes with the world size it was saved with (1), not 2")
 }
 
-func TestStreamConfigErrors(t *testing.T) {
-	d := streamDataset(t, newMemStream(4, 4), engine.StreamConfig{})
+func TestIterableConfigErrors(t *testing.T) {
+	d := streamDataset(t, newMemStream(4, 4), engine.IterableConfig{})
 	for _, tc := range []struct {
 		cfg  engine.Config
 		want string
 	}{
-		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for a StreamDataset"},
-		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for a StreamDataset"},
-		{engine.Config{ShardDropLast: true}, "engine: Config.ShardDropLast: set for a StreamDataset: use StreamConfig.DropUneven"},
+		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for a IterableDataset"},
+		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for a IterableDataset"},
+		{engine.Config{DropUneven: true}, "engine: Config.DropUneven: set for a IterableDataset: use IterableConfig.DropUneven"},
 	} {
 		_, err := engine.New(d, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)
 	}
-	_, err := engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ShuffleBuffer: -1})
-	assert.ErrorContains(t, err, "engine: StreamConfig.ShuffleBuffer: -1")
-	_, err = engine.FromStream(context.Background(), newMemStream(1), engine.StreamConfig{ReadAheadBytes: -1})
-	assert.ErrorContains(t, err, "engine: StreamConfig.ReadAheadBytes: -1, want >= 0")
+	_, err := engine.FromIterable(context.Background(), newMemStream(1), engine.IterableConfig{ShuffleBuffer: -1})
+	assert.ErrorContains(t, err, "engine: IterableConfig.ShuffleBuffer: -1")
+	_, err = engine.FromIterable(context.Background(), newMemStream(1), engine.IterableConfig{ReadAheadBytes: -1})
+	assert.ErrorContains(t, err, "engine: IterableConfig.ReadAheadBytes: -1, want >= 0")
 	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
 }
 
-func TestStreamDatasetServesTwoLoadersAtOnce(t *testing.T) {
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 5}
+func TestIterableDatasetServesTwoLoadersAtOnce(t *testing.T) {
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 5}
 	counts := []int{10, 7, 12, 3}
 	cfg := engine.Config{BatchSize: 3, Seed: 5}
 	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(counts...), sc), cfg), 0, 2, -1)
@@ -396,8 +396,8 @@ func TestStreamDatasetServesTwoLoadersAtOnce(t *testing.T) {
 	}
 }
 
-func TestStreamDatasetServesLoadersOneAfterAnother(t *testing.T) {
-	sc := engine.StreamConfig{ShuffleBuffer: 4}
+func TestIterableDatasetServesLoadersOneAfterAnother(t *testing.T) {
+	sc := engine.IterableConfig{ShuffleBuffer: 4}
 	cfg := engine.Config{BatchSize: 4, Seed: 9, Workers: 2}
 	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(9, 9), sc), cfg), 0, 1, -1)
 	d := streamDataset(t, newMemStream(9, 9), sc)

@@ -59,7 +59,7 @@ func (*nilDataset) Schema() collate.Schema                         { return inde
 func (*nilDataset) Fill(ctx context.Context, s *engine.Slot) error { return fillIndex(ctx, s) }
 
 func TestConstructorsRefuseBadInput(t *testing.T) {
-	var nilStream *engine.StreamDataset
+	var nilStream *engine.IterableDataset
 	var nilPtr *nilDataset
 	good := engine.DatasetFunc(10, indexSchema, fillIndex)
 	newErr := func(ds engine.Dataset, cfg engine.Config) error {
@@ -74,7 +74,7 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 		err  func() error
 		want string
 	}{
-		{"New typed-nil StreamDataset", func() error { return newErr(nilStream, engine.Config{}) }, "engine: New: dataset is a nil *engine.StreamDataset"},
+		{"New typed-nil IterableDataset", func() error { return newErr(nilStream, engine.Config{}) }, "engine: New: dataset is a nil *engine.IterableDataset"},
 		{"New typed-nil pointer dataset", func() error { return newErr(nilPtr, engine.Config{}) }, "engine: New: dataset is a nil *engine_test.nilDataset"},
 		{"New nil fill", func() error { return newErr(engine.DatasetFunc(3, indexSchema, nil), engine.Config{}) }, "engine: New: dataset: DatasetFunc: fill is nil"},
 		{"New nil Sampler", func() error { return newErr(good, engine.Config{Sampler: (*engine.Shuffled)(nil)}) }, "engine: Config.Sampler: a nil *engine.Shuffled"},
@@ -90,14 +90,14 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 		{"RandomSplit NaN", func() error { _, err := engine.RandomSplit(good, 1, math.NaN(), 1); return err }, "size 0 is NaN"},
 		{"RandomSplit -Inf", func() error { _, err := engine.RandomSplit(good, 1, math.Inf(-1)); return err }, "size 0 is -Inf"},
 		{"Subset Len -1", func() error { _, err := engine.Subset(lenDataset{-1}, nil); return err }, "engine: Subset: engine: Dataset.Len is -1"},
-		{"Subset typed nil", func() error { _, err := engine.Subset(nilStream, []int{0}); return err }, "engine: Subset: dataset is a nil *engine.StreamDataset"},
+		{"Subset typed nil", func() error { _, err := engine.Subset(nilStream, []int{0}); return err }, "engine: Subset: dataset is a nil *engine.IterableDataset"},
 		{"Subset nil fill", func() error { _, err := engine.Subset(engine.DatasetFunc(3, indexSchema, nil), []int{0}); return err }, "engine: Subset: dataset: DatasetFunc: fill is nil"},
 		{"Concat typed nil", func() error { _, err := engine.Concat(good, nilPtr); return err }, "engine: Concat: dataset 1: dataset is a nil *engine_test.nilDataset"},
 		{"Concat Len -1", func() error { _, err := engine.Concat(good, lenDataset{-1}); return err }, "engine: Concat: dataset 1: engine: Dataset.Len is -1"},
-		{"FromStream typed nil", func() error {
-			_, err := engine.FromStream(context.Background(), (*memStream)(nil), engine.StreamConfig{})
+		{"FromIterable typed nil", func() error {
+			_, err := engine.FromIterable(context.Background(), (*memStream)(nil), engine.IterableConfig{})
 			return err
-		}, "engine: FromStream: the Stream is nil (*engine_test.memStream)"},
+		}, "engine: FromIterable: the Iterable is nil (*engine_test.memStream)"},
 		{"WeightedRandom NaN", func() error {
 			return newErr(good, engine.Config{Sampler: engine.WeightedRandom{Weights: []float64{1, math.NaN()}}})
 		}, "weight 1 is NaN"},

@@ -1,6 +1,6 @@
 // Package shards provides streaming sources for the engine: WebDataset tar
 // shards read from local files, http(s):// and s3:// URLs (Source, an
-// engine.Stream for engine.FromStream), and token windows of flat token
+// engine.Iterable for engine.FromIterable), and token windows of flat token
 // files for language models (Tokens, a map-style engine.Dataset).
 //
 // Conventions: a shard is named by a URL or a local path, and a set of

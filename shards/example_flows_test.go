@@ -53,7 +53,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	ds, err := engine.FromStream(context.Background(), src, engine.StreamConfig{})
+	ds, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 	if err != nil {
 		panic(err)
 	}

@@ -55,7 +55,7 @@ func TestShardListCountsMustMatchTheData(t *testing.T) {
 				declared[tc.at] = tc.count
 				src, err := New(pattern, testSchema, decodeTest, IndexFile(writeList(t, paths, declared)))
 				require.NoError(t, err)
-				d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{})
+				d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 				if err == nil { // a shard listed empty fails here, before the epoch
 					_, _, _, err = load(t, d, cfg, 0)
 				}
@@ -110,7 +110,7 @@ func TestShardListCountsAreCheckedBeforeUse(t *testing.T) {
 				src, err = New(f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
 			}
 			require.NoError(t, err)
-			n := allocated(func() { _, err = engine.FromStream(context.Background(), src, engine.StreamConfig{}) })
+			n := allocated(func() { _, err = engine.FromIterable(context.Background(), src, engine.IterableConfig{}) })
 			require.Error(t, err, "%s %s", tc.name, where)
 			assert.Contains(t, err.Error(), tc.want, "%s %s", tc.name, where)
 			assert.Less(t, n, uint64(1<<20), "%s %s: bytes allocated", tc.name, where)

@@ -55,7 +55,7 @@ func TestS3MatchesLocal(t *testing.T) {
 	require.NoError(t, os.WriteFile(idx, list, 0o644))
 	s3Bucket(t, "data", append(paths, idx)...)
 
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 20}
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 20}
 	cfg := engine.Config{BatchSize: 16, Seed: 11, Workers: 2}
 	local, err := New(pattern, testSchema, decodeTest)
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestS3ErrorsNameTheShard(t *testing.T) {
 	assert.ErrorContains(t, err, "shards: s3://data/train-0000.tar: HTTP 403 Forbidden: SignatureDoesNotMatch")
 	src, err := New("s3://data/train-0000.tar", testSchema, decodeTest, UseOpener(bad))
 	require.NoError(t, err)
-	_, err = engine.FromStream(ctx, src, engine.StreamConfig{})
+	_, err = engine.FromIterable(ctx, src, engine.IterableConfig{})
 	assert.ErrorContains(t, err, "s3://data/train-0000.tar: HTTP 403 Forbidden")
 	assert.Zero(t, bad.Retried())
 }
@@ -140,7 +140,7 @@ func TestS3KillAndRestart(t *testing.T) {
 	// response in the middle of shard 0.
 	paths, pattern := writeShards(t, dir, 2000, 2000, 2000)
 	srv := s3Bucket(t, "data", paths...)
-	sc := engine.StreamConfig{ReadAheadBytes: 32 << 10}
+	sc := engine.IterableConfig{ReadAheadBytes: 32 << 10}
 	cfg := engine.Config{BatchSize: 10, Workers: 2, WorldSize: 1, Backend: "cpu"}
 	local, err := New(pattern, testSchema, decodeTest)
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestS3KillAndRestart(t *testing.T) {
 			defer o.CloseIdleConnections()
 			remote, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""))
 			require.NoError(t, err)
-			d, err := engine.FromStream(context.Background(), remote, sc)
+			d, err := engine.FromIterable(context.Background(), remote, sc)
 			require.NoError(t, err)
 			l, err := engine.New(d, cfg)
 			require.NoError(t, err)

@@ -17,17 +17,17 @@ import (
 	"github.com/tensorbatch/tensorbatch/engine"
 )
 
-// DecodeFunc writes a record into its slot: engine.Stream's Decode. It
+// DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
 // runs on a worker goroutine, concurrently with other calls.
 type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) error
 
-// Source is a set of WebDataset tar shards as an engine.Stream: pass it to
-// engine.FromStream, which splits the shards across ranks and workers.
+// Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
+// engine.FromIterable, which splits the shards across ranks and workers.
 // Each sample is one engine.Record (see TarReader), decoded into its slot
 // by the DecodeFunc. It counts the retries of its remote reads (Retries),
 // which the loader reports as Stats.ReadRetries.
 //
-// Sample counts: engine.FromStream asks for every shard's count once. They
+// Sample counts: engine.FromIterable asks for every shard's count once. They
 // come from a shard list (see ShardList) when there is one: the file named
 // by the IndexFile option, else, for remote shards, "shardlist.json"
 // beside the first shard, when it exists. Shards it does not list are

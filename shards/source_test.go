@@ -16,15 +16,15 @@ import (
 )
 
 // loadAll reads every batch of epoch through a loader of src.
-func loadAll(t testing.TB, src engine.Stream, sc engine.StreamConfig, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
+func loadAll(t testing.TB, src engine.Iterable, sc engine.IterableConfig, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
 	t.Helper()
-	d, err := engine.FromStream(context.Background(), src, sc)
+	d, err := engine.FromIterable(context.Background(), src, sc)
 	require.NoError(t, err)
 	return load(t, d, cfg, epoch)
 }
 
 // load reads every batch of epoch through a loader of d.
-func load(t testing.TB, d *engine.StreamDataset, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
+func load(t testing.TB, d *engine.IterableDataset, cfg engine.Config, epoch int) ([][]int, [][]byte, engine.Stats, error) {
 	t.Helper()
 	if cfg.WorldSize == 0 {
 		cfg.WorldSize = 1
@@ -58,7 +58,7 @@ func TestSourceLocalEpochVisitsEverySampleOnce(t *testing.T) {
 	assert.Equal(t, []int{10, 3, 0, 7}, []int{infos[0].Samples, infos[1].Samples, infos[2].Samples, infos[3].Samples})
 	assert.Equal(t, filepath.Join(dir, "train-0002.tar"), infos[2].Name)
 
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 6}
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 6}
 	ref, refData, _, err := loadAll(t, src, sc, engine.Config{BatchSize: 4, Seed: 7}, 1)
 	require.NoError(t, err)
 	got := flat(ref)
@@ -86,7 +86,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	_, pattern := writeShards(t, f.dir, 40, 25, 33)
 	local, err := New(pattern, testSchema, decodeTest)
 	require.NoError(t, err)
-	sc := engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: 16, ReadAheadBytes: 64 << 10}
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 16, ReadAheadBytes: 64 << 10}
 	cfg := engine.Config{BatchSize: 8, Seed: 3, Workers: 2}
 	want, wantData, _, err := loadAll(t, local, sc, cfg, 0)
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	require.NoError(t, err)
 	// No shardlist.json: counted by scanning, under faults too.
 	f.inject(func(f *faultServer) { f.fail, f.cuts = 1, []int64{5000} })
-	d, err := engine.FromStream(context.Background(), remote, sc)
+	d, err := engine.FromIterable(context.Background(), remote, sc)
 	require.NoError(t, err)
 	assert.Equal(t, 98, d.Len())
 	assert.Len(t, f.requests(), 1+3+2, "shardlist.json, 3 shards, 2 retries")
@@ -150,7 +150,7 @@ func TestSourceShardList(t *testing.T) {
 	infos, err = local.Shards(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 4, infos[1].Samples)
-	ids, _, _, err := loadAll(t, local, engine.StreamConfig{}, engine.Config{BatchSize: 3}, 0)
+	ids, _, _, err := loadAll(t, local, engine.IterableConfig{}, engine.Config{BatchSize: 3}, 0)
 	assert.Equal(t, seq(6), flat(ids), "the batches before shard 1's last listed record...")
 	require.Error(t, err, "...which comes with the error of the record past it")
 	assert.Contains(t, err.Error(), paths[1]+": more records than the 4 it is listed with")
@@ -185,14 +185,14 @@ func TestSourceErrors(t *testing.T) {
 	// A missing shard fails the listing, naming it.
 	src, err := New(filepath.Join(dir, "train-{0000..0002}.tar"), testSchema, decodeTest)
 	require.NoError(t, err)
-	_, err = engine.FromStream(context.Background(), src, engine.StreamConfig{})
+	_, err = engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 	assert.ErrorContains(t, err, "train-0002.tar: no such file or directory")
 
 	// A shard truncated after it was counted fails the epoch naming the
 	// shard and member, after the batches before it.
 	src, err = New(pattern, testSchema, decodeTest)
 	require.NoError(t, err)
-	d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{})
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 	require.NoError(t, err)
 	data, err := os.ReadFile(paths[1])
 	require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestSourceErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(noCls, tarBytes(t, tarMember{name: "k1.bin", data: []byte("x")}), 0o644))
 	src, err = New(noCls, testSchema, decodeTest)
 	require.NoError(t, err)
-	_, _, _, err = loadAll(t, src, engine.StreamConfig{}, engine.Config{}, 0)
+	_, _, _, err = loadAll(t, src, engine.IterableConfig{}, engine.Config{}, 0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), noCls+`: sample "k1" has no .cls member (it has .bin)`)
 	assert.True(t, strings.HasPrefix(err.Error(), "engine: sample 0"), err.Error())

@@ -271,7 +271,7 @@ func (d *TokenDataset) cut(index int, start int64, f fault) error {
 
 // Fill writes the window of sample s.Index() into its slot.
 func (d *TokenDataset) Fill(_ context.Context, s *engine.Slot) error {
-	return d.window(s.Field(0).Bytes(), s.Index(), d.Start(s)) // the schema's one field
+	return d.window(s.TensorAt(0).Bytes(), s.Index(), d.Start(s)) // the schema's one field
 }
 
 // window writes window index, from token start, into dst.

@@ -123,7 +123,7 @@ func (d *Dataset) Decoder() Decoder { return d.dec }
 
 // Fill writes sample s.Index(): the image into the image field, its label
 // into the label field. It writes every byte of both, so the loader may
-// skip zeroing (engine.Config.SkipZero).
+// skip zeroing (engine.Config.SkipZeroing).
 func (d *Dataset) Fill(ctx context.Context, s *engine.Slot) error {
 	i := s.Index()
 	if i < 0 || i >= len(d.samples) {

@@ -177,7 +177,7 @@ func (d *Dataset) tensors(b *engine.Batch, names []string) ([]*tensors.Tensor, e
 		t, err := d.tensor(b.Tensor(name))
 		if err != nil {
 			finalize(out)
-			return nil, fmt.Errorf("gomlx: batch %d of epoch %d, field %q: %w", b.Number(), b.Epoch(), name, err)
+			return nil, fmt.Errorf("gomlx: batch %d of epoch %d, field %q: %w", b.IndexInEpoch(), b.Epoch(), name, err)
 		}
 		out = append(out, t)
 	}

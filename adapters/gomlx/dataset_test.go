@@ -368,7 +368,7 @@ func BenchmarkYield(b *testing.B) {
 		b.Run(fmt.Sprintf("float32x3x%dx%d", side, side), func(b *testing.B) {
 			schema := collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, side, side}}}
 			ds := engine.DatasetFunc(1<<20, schema, func(context.Context, *engine.Slot) error { return nil })
-			l, err := engine.New(ds, engine.Config{BatchSize: 32, Workers: 1, SkipZero: true, Backend: "cpu"})
+			l, err := engine.New(ds, engine.Config{BatchSize: 32, Workers: 1, SkipZeroing: true, Backend: "cpu"})
 			require.NoError(b, err)
 			defer l.Close()
 			backend, err := simplego.New("")

@@ -47,7 +47,7 @@ var metrics = []metric{
 	counter("bytes_to_device_total", "Bytes copied host to device.",
 		func(s *engine.Stats) float64 { return float64(s.BytesToDevice) }),
 	counter("retried_total", "Fills retried under Config.OnError.",
-		func(s *engine.Stats) float64 { return float64(s.Retried) }),
+		func(s *engine.Stats) float64 { return float64(s.FillRetries) }),
 	counter("skipped_total", "Samples skipped under Config.OnError.",
 		func(s *engine.Stats) float64 { return float64(s.Skipped) }),
 	counter("abandoned_goroutines_total", "Worker goroutines abandoned in a Fill that ran past Timeout.",
@@ -73,7 +73,7 @@ var metrics = []metric{
 	counter("consumer_wait_seconds_total", "Time the consumer spent waiting for batches.",
 		func(s *engine.Stats) float64 { return seconds(s.ConsumerWait) }),
 	counter("epoch_seconds_total", "Time spent inside epochs, the running one included.",
-		func(s *engine.Stats) float64 { return seconds(s.EpochTime) }),
+		func(s *engine.Stats) float64 { return seconds(s.TimeInEpochs) }),
 }
 
 // stages are the latency histograms, by their stage label.

@@ -120,7 +120,7 @@ func TestCollectorMatchesStats(t *testing.T) {
 		"tensorbatch_device_bytes_in_use":         0,
 		"tensorbatch_device_bytes_peak":           0,
 		"tensorbatch_consumer_wait_seconds_total": st.ConsumerWait.Seconds(),
-		"tensorbatch_epoch_seconds_total":         st.EpochTime.Seconds(),
+		"tensorbatch_epoch_seconds_total":         st.TimeInEpochs.Seconds(),
 		"tensorbatch_data_bound_ratio":            st.DataBound,
 	} {
 		assert.Equal(t, want, value(t, mfs, name), name)

@@ -615,11 +615,11 @@ func (s *soak) epoch(l *engine.Loader, d *dataset, cfg engine.Config, streamMode
 		if held == nil {
 			return
 		}
-		s.check(held, batches[held.Number()], cfg.Seed, e, "retained ")
+		s.check(held, batches[held.IndexInEpoch()], cfg.Seed, e, "retained ")
 		held.Release()
 		if heldMisuse {
 			got := catch(held.Retain)
-			msg := fmt.Sprintf("engine: Retain on batch %d of epoch %d after its last Release: its buffers may hold another batch", held.Number(), e)
+			msg := fmt.Sprintf("engine: Retain on batch %d of epoch %d after its last Release: its buffers may hold another batch", held.IndexInEpoch(), e)
 			if got != msg {
 				s.violate("Retain after the last Release: panic %q, want %q", got, msg)
 			} else {
@@ -637,8 +637,8 @@ loop:
 			got = err
 			break
 		}
-		if b.Number() != n || n >= len(batches) || !slices.Equal(b.Indices(), batches[n]) {
-			s.violate("batch %d (number %d, indices %v) out of sampler order", n, b.Number(), b.Indices())
+		if b.IndexInEpoch() != n || n >= len(batches) || !slices.Equal(b.Indices(), batches[n]) {
+			s.violate("batch %d (number %d, indices %v) out of sampler order", n, b.IndexInEpoch(), b.Indices())
 			n++
 			continue
 		}
@@ -652,7 +652,7 @@ loop:
 		if cfg.Backend == "cuda" {
 			onDevice = s.device(b, streamMode, scratch, onDevice, rng)
 		}
-		if b.Number() == p.at && p.action != closeLoader {
+		if b.IndexInEpoch() == p.at && p.action != closeLoader {
 			s.rep.injected[p.action]++
 			switch p.action {
 			case cancelCtx:
@@ -661,7 +661,7 @@ loop:
 				break loop
 			case misuse:
 				got := catch(b.Release)
-				msg := fmt.Sprintf("engine: Release on batch %d of epoch %d without a matching Retain", b.Number(), e)
+				msg := fmt.Sprintf("engine: Release on batch %d of epoch %d without a matching Retain", b.IndexInEpoch(), e)
 				if got != msg {
 					s.violate("Release without Retain: panic %q, want %q", got, msg)
 				}
@@ -752,12 +752,12 @@ func (s *soak) check(b *engine.Batch, idx []int, seed uint64, epoch int, what st
 		}
 		widest = max(widest, seqLen(h))
 		if bad {
-			s.violate("%sbatch %d: sample %d at %d holds other data (index %d, len %d)", what, b.Number(), i, p, index[p], lens[p])
+			s.violate("%sbatch %d: sample %d at %d holds other data (index %d, len %d)", what, b.IndexInEpoch(), i, p, index[p], lens[p])
 			return
 		}
 	}
 	if longest != widest {
-		s.violate("%sbatch %d: tok padded to %d, its longest sample has %d", what, b.Number(), longest, widest)
+		s.violate("%sbatch %d: tok padded to %d, its longest sample has %d", what, b.IndexInEpoch(), longest, widest)
 	}
 }
 
@@ -765,7 +765,7 @@ func (s *soak) check(b *engine.Batch, idx []int, seed uint64, epoch int, what st
 // queueing a copy back on the consumer's stream, checked at the epoch's end.
 func (s *soak) device(b *engine.Batch, streamMode int, scratch []byte, onDevice [][]byte, rng *rand.Rand) [][]byte {
 	if !b.OnDevice() {
-		s.violate("batch %d is not on the device", b.Number())
+		s.violate("batch %d is not on the device", b.IndexInEpoch())
 		return onDevice
 	}
 	dt := b.DeviceTensor("index")
@@ -775,7 +775,7 @@ func (s *soak) device(b *engine.Batch, streamMode int, scratch []byte, onDevice 
 		if rng.IntN(4) == 0 {
 			back := make([]byte, dt.Bytes)
 			if err := errors.Join(b.WaitDevice(), rt.CopyToHost(back, csrc.DevicePtr(dt.Ptr))); err != nil || !slices.Equal(back, host) {
-				s.violate("batch %d: device copy differs from the host batch (%v)", b.Number(), err)
+				s.violate("batch %d: device copy differs from the host batch (%v)", b.IndexInEpoch(), err)
 			}
 		}
 		return onDevice
@@ -786,7 +786,7 @@ func (s *soak) device(b *engine.Batch, streamMode int, scratch []byte, onDevice 
 	}
 	dst := scratch[off : off+dt.Bytes]
 	if err := errors.Join(rt.StreamWaitEvent(s.stream, csrc.Event(b.Event())), rt.CopyToHostAsync(dst, csrc.DevicePtr(dt.Ptr), s.stream)); err != nil {
-		s.violate("batch %d: queueing on the consumer's stream: %v", b.Number(), err)
+		s.violate("batch %d: queueing on the consumer's stream: %v", b.IndexInEpoch(), err)
 	}
 	if streamMode == 2 {
 		b.RecordStream(uintptr(s.stream))

@@ -76,7 +76,7 @@ func runRank(dir string, rank, worldSize int) (result, error) {
 
 // stream returns the job's stream of shards, read through a shuffle
 // buffer of buffer records.
-func stream(dir string, buffer int) (*engine.StreamDataset, error) {
+func stream(dir string, buffer int) (*engine.IterableDataset, error) {
 	src, err := shards.New(filepath.Join(dir, "shards", fmt.Sprintf("train-{0000..%04d}.tar", len(shardCounts)-1)), idSchema,
 		func(_ context.Context, rec engine.Record, s *engine.Slot) error {
 			id, err := shards.Int(rec, "cls")
@@ -92,7 +92,7 @@ func stream(dir string, buffer int) (*engine.StreamDataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.FromStream(context.Background(), src, engine.StreamConfig{ShuffleShards: true, ShuffleBuffer: buffer})
+	return engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: buffer})
 }
 
 // streamIDs returns the ids rank of world loads from the job's stream
@@ -119,7 +119,7 @@ func ids(ctx context.Context, ds engine.Dataset, cfg engine.Config) (got []int, 
 			got = append(got, int(id))
 		}
 	}
-	sh := l.Shard()
+	sh := l.RankInfo()
 	return got, sh.Rank, sh.WorldSize, sh.LocalRank, sh.Source, sh.LocalSource, nil
 }
 
