@@ -256,6 +256,9 @@ func (d *Dataset) decode(sc *scratch, data []byte, geom func(w, h int) Geometry,
 		if err := checkPixels(h.w, h.h, d.o.maxPixels); err != nil {
 			return err
 		}
+		if err := checkJPEG(data); err != nil {
+			return err
+		}
 		if h.comps == 1 || h.comps == 3 || h.comps == 4 {
 			g := geom(h.w, h.h)
 			o := jpegOpts{denom: 1, maxPixels: d.o.maxPixels}

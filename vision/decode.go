@@ -158,6 +158,11 @@ func decodeGo(data []byte, limit int64) (image.Image, error) {
 	if err := checkPixels(w, h, limit); err != nil {
 		return nil, err
 	}
+	if sniff(data) == formatJPEG {
+		if err := checkJPEG(data); err != nil {
+			return nil, err
+		}
+	}
 	if sniff(data) == formatPNM {
 		hd, _ := parsePNM(data)
 		return decodePNM(data, hd)
