@@ -27,6 +27,14 @@ var (
 	// ErrCorrupt is wrapped by the error of an image whose data is
 	// truncated or corrupt.
 	ErrCorrupt = errors.New("vision: truncated or corrupt image")
+	// ErrNotRegular is wrapped by the error of a path that is not a
+	// regular file (a directory, FIFO, device or socket, a link to one
+	// included): it is refused before any byte is read.
+	ErrNotRegular = errors.New("vision: not a regular file")
+	// ErrFileTooLarge is wrapped by the error of a file of more bytes than
+	// the limit (MaxFileBytes): it is refused before it is read, or as soon
+	// as it grows past the limit while it is read.
+	ErrFileTooLarge = errors.New("vision: file larger than the limit")
 )
 
 // DefaultMaxPixels is Pillow's decompression-bomb limit (twice
