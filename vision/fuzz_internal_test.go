@@ -25,6 +25,8 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Add([]byte("\xff\xd8\xff\xc0\x00\x11\x08\xff\xff\xff\xff\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01\xff\xd9"), true, uint8(4))
+	// a TIFF whose IFD points 4 GB past its end
+	f.Add([]byte("II*\x00\x08\x00\x00\x00\x01\x00\x11\x01\x04\x00\x02\x00\x00\x00\x00\x00\x00\xf0\x00\x00\x00\x00"), false, uint8(5))
 	tr := []Transform{Train(16), Eval(16), {Train: true, Size: 16, Mode: Fast}, {Size: 16, Mode: Fast}}
 	ds := make([]*Dataset, len(tr))
 	for i := range ds {
