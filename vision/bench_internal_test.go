@@ -124,3 +124,68 @@ func BenchmarkJPEGStages(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckJPEG is the cost of checking a whole JPEG before its crop
+// is decoded (checkJPEG), beside the whole train-fast transform on the
+// same bytes, which includes it: over the test images, the mate photos
+// (scripts/install-deps.sh) and $TB_BENCH_IMAGES.
+func BenchmarkCheckJPEG(b *testing.B) {
+	sets := map[string]string{
+		"testdata": filepath.Join("testdata", "*.jpg"),
+		"photos":   "/usr/share/backgrounds/mate/nature/*.jpg",
+	}
+	if dir := os.Getenv("TB_BENCH_IMAGES"); dir != "" {
+		sets["bench"] = filepath.Join(dir, "*", "*.JPEG")
+	}
+	for _, name := range []string{"testdata", "photos", "bench"} {
+		paths, _ := filepath.Glob(sets[name])
+		var files [][]byte
+		size := 0
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, data)
+			size += len(data)
+		}
+		if len(files) == 0 {
+			continue
+		}
+		b.Run(name+"/check", func(b *testing.B) {
+			b.SetBytes(int64(size / len(files)))
+			i := 0
+			for b.Loop() {
+				if err := checkJPEG(files[i%len(files)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "us/image")
+		})
+		b.Run(name+"/train-fast", func(b *testing.B) {
+			d, err := New(nil, nil, Transform{Train: true, Size: 224, Mode: Fast}, MaxPixels(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			sc, err := d.get()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.put(sc)
+			dst := make([]byte, d.schema[0].Bytes())
+			rng := newRand(1)
+			geom := func(w, h int) Geometry { return d.t.Geometry(w, h, rng) }
+			b.SetBytes(int64(size / len(files)))
+			i := 0
+			for b.Loop() {
+				if err := d.decode(sc, files[i%len(files)], geom, dst); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "us/image")
+		})
+	}
+}

@@ -22,6 +22,7 @@ type Option func(*options)
 type options struct {
 	exts      []string
 	maxPixels int64
+	maxBytes  int64
 	image     string
 	label     string
 	root      string
@@ -35,6 +36,13 @@ func Extensions(exts ...string) Option { return func(o *options) { o.exts = exts
 // (DefaultMaxPixels by default; 0 means no limit). A header declaring
 // more is refused before any pixel memory is allocated.
 func MaxPixels(n int64) Option { return func(o *options) { o.maxPixels = n } }
+
+// MaxFileBytes sets the largest file, in bytes, that is read as an image
+// (DefaultMaxFileBytes by default; 0 means no limit). A larger file is
+// refused from its size before it is read, and a file that grows past the
+// limit while it is read (or that reports no size, as /proc files do)
+// stops there, with an error naming it and the limit (ErrFileTooLarge).
+func MaxFileBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
 
 // Fields names the image and label fields of the schema ("image" and
 // "label" by default).
@@ -70,12 +78,15 @@ func New(samples []Sample, classes []string, t Transform, opts ...Option) (*Data
 	if err != nil {
 		return nil, err
 	}
-	o := options{exts: IMGExtensions, maxPixels: DefaultMaxPixels, image: "image", label: "label"}
+	o := options{exts: IMGExtensions, maxPixels: DefaultMaxPixels, maxBytes: DefaultMaxFileBytes, image: "image", label: "label"}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.maxPixels < 0 {
 		return nil, fmt.Errorf("vision: MaxPixels(%d), want >= 0", o.maxPixels)
+	}
+	if o.maxBytes < 0 {
+		return nil, fmt.Errorf("vision: MaxFileBytes(%d), want >= 0", o.maxBytes)
 	}
 	if o.image == "" || o.label == "" || o.image == o.label {
 		return nil, fmt.Errorf("vision: Fields(%q, %q): want two different names", o.image, o.label)
@@ -153,7 +164,7 @@ func (d *Dataset) decodeFile(path string, geom func(w, h int) Geometry, dst []by
 		return err
 	}
 	defer d.put(sc)
-	data, err := sc.read(path)
+	data, err := sc.read(path, d.o.maxBytes)
 	if err != nil {
 		return fmt.Errorf("vision: %w", err)
 	}
@@ -254,6 +265,9 @@ func (d *Dataset) decode(sc *scratch, data []byte, geom func(w, h int) Geometry,
 			return err
 		}
 		if err := checkPixels(h.w, h.h, d.o.maxPixels); err != nil {
+			return err
+		}
+		if err := checkJPEG(data); err != nil {
 			return err
 		}
 		if h.comps == 1 || h.comps == 3 || h.comps == 4 {

@@ -11,7 +11,7 @@ import (
 	_ "image/png"
 
 	_ "golang.org/x/image/bmp" // the rest of torchvision's IMG_EXTENSIONS
-	_ "golang.org/x/image/tiff"
+	"golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 )
 
@@ -27,6 +27,14 @@ var (
 	// ErrCorrupt is wrapped by the error of an image whose data is
 	// truncated or corrupt.
 	ErrCorrupt = errors.New("vision: truncated or corrupt image")
+	// ErrNotRegular is wrapped by the error of a path that is not a
+	// regular file (a directory, FIFO, device or socket, a link to one
+	// included): it is refused before any byte is read.
+	ErrNotRegular = errors.New("vision: not a regular file")
+	// ErrFileTooLarge is wrapped by the error of a file of more bytes than
+	// the limit (MaxFileBytes): it is refused before it is read, or as soon
+	// as it grows past the limit while it is read.
+	ErrFileTooLarge = errors.New("vision: file larger than the limit")
 )
 
 // DefaultMaxPixels is Pillow's decompression-bomb limit (twice
@@ -41,6 +49,7 @@ const (
 	formatPNG
 	formatWebP
 	formatPNM
+	formatTIFF
 )
 
 func sniff(data []byte) format {
@@ -53,6 +62,8 @@ func sniff(data []byte) format {
 		return formatWebP
 	case len(data) >= 3 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6' && isPNMSpace(data[2]):
 		return formatPNM
+	case len(data) >= 4 && (string(data[:4]) == "II*\x00" || string(data[:4]) == "MM\x00*"):
+		return formatTIFF
 	}
 	return formatOther
 }
@@ -138,7 +149,15 @@ func imageSize(data []byte) (w, h int, err error) {
 		hd, err := parsePNM(data)
 		return hd.w, hd.h, err
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	var cfg image.Config
+	if sniff(data) == formatTIFF {
+		// Straight from an io.ReaderAt: through image.DecodeConfig's
+		// bufio.Reader, Go's TIFF decoder buffers the file up to any
+		// offset an IFD names, allocating gigabytes for a tiny file.
+		cfg, err = tiff.DecodeConfig(bytes.NewReader(data))
+	} else {
+		cfg, _, err = image.DecodeConfig(bytes.NewReader(data))
+	}
 	if err != nil {
 		if errors.Is(err, image.ErrFormat) {
 			return 0, 0, ErrNotImage
@@ -158,11 +177,21 @@ func decodeGo(data []byte, limit int64) (image.Image, error) {
 	if err := checkPixels(w, h, limit); err != nil {
 		return nil, err
 	}
+	if sniff(data) == formatJPEG {
+		if err := checkJPEG(data); err != nil {
+			return nil, err
+		}
+	}
 	if sniff(data) == formatPNM {
 		hd, _ := parsePNM(data)
 		return decodePNM(data, hd)
 	}
-	img, _, err := image.Decode(bytes.NewReader(data))
+	var img image.Image
+	if sniff(data) == formatTIFF {
+		img, err = tiff.Decode(bytes.NewReader(data)) // an io.ReaderAt, as in imageSize
+	} else {
+		img, _, err = image.Decode(bytes.NewReader(data))
+	}
 	if err != nil {
 		if errors.Is(err, image.ErrFormat) {
 			return nil, ErrNotImage

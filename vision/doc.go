@@ -31,4 +31,25 @@
 // fails with an error naming it (errors.Is ErrNotImage, ErrCorrupt,
 // ErrTooManyPixels), which the loader delivers as the sample's
 // *engine.SampleError.
+//
+// A file's validity does not depend on the crop: although libjpeg-turbo
+// decodes only the rows a crop needs, every JPEG is first walked whole
+// (its marker segments, each scan's data, the EOI marker; about 6 GB/s,
+// 1% of a decode), so a file cut short or with a marker damaged fails as
+// ErrCorrupt in every epoch, in either Mode and with either decoder; the
+// other formats are decoded whole. Bytes after EOI are ignored, as
+// libjpeg ignores them. Damage that keeps a scan's markers intact (a
+// flipped bit) is found only where a decoder reaches it, or not at all.
+//
+// Only regular files are read: a directory, FIFO, device or socket (or a
+// link to one) fails with ErrNotRegular before any byte is read, and a
+// FIFO does not block. A file larger than MaxFileBytes
+// (DefaultMaxFileBytes, 64 MiB) fails with ErrFileTooLarge naming the
+// limit, before it is read, or as soon as it grows past it. A path with
+// a NUL byte is an error (fs.ErrInvalid), not the file before the NUL.
+//
+// ImageFolder numbers classes and orders files as torchvision does for
+// any name: Python's sorted() on os.fsdecode'd names, which is code point
+// order with each byte that is not UTF-8 read as U+DC80-U+DCFF, not
+// byte order.
 package vision

@@ -17,8 +17,9 @@ import (
 var IMGExtensions = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
 
 // ImageFolder is torchvision's ImageFolder: one class per sub-folder of
-// root (symbolic links followed), classes sorted by name and numbered in
-// that order, and in each class every file with one of the extensions
+// root (symbolic links followed), classes sorted by name as Python sorts
+// them (by code point, a byte that is not UTF-8 read as the surrogate
+// U+DC80-U+DCFF, as os.fsdecode reads it) and numbered in that order, and in each class every file with one of the extensions
 // (IMGExtensions by default) in any sub-folder, sorted as torchvision's
 // os.walk order sorts them. Sample paths are spelled as os.path.join
 // spells them. A folder reached through two links is listed under both,
@@ -41,7 +42,7 @@ func ImageFolder(root string, t Transform, opts ...Option) (*Dataset, error) {
 			classes = append(classes, e.Name())
 		}
 	}
-	slices.Sort(classes)
+	slices.SortFunc(classes, pyCompare)
 	if len(classes) == 0 {
 		return nil, fmt.Errorf("vision: ImageFolder: couldn't find any class folder in %s", root)
 	}
@@ -121,9 +122,9 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 	if err := walk(dir, nil); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(folders, func(a, b folder) int { return strings.Compare(a.path, b.path) })
+	slices.SortFunc(folders, func(a, b folder) int { return pyCompare(a.path, b.path) })
 	for _, f := range folders {
-		slices.Sort(f.files)
+		slices.SortFunc(f.files, pyCompare)
 		for _, name := range f.files {
 			if hasExt(name, exts) {
 				samples = append(samples, Sample{Path: joinPath(f.path, name), Label: label})
@@ -196,7 +197,7 @@ func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 				classes = append(classes, r.label)
 			}
 		}
-		slices.Sort(classes)
+		slices.SortFunc(classes, pyCompare)
 		for i, c := range classes {
 			idx[c] = i
 		}
