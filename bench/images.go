@@ -110,7 +110,7 @@ func (ib *imageBench) run(o *options, p *peer) error {
 	}
 	defer ds.Close()
 	ib.n = ds.Len()
-	ib.decoder = ds.Decoder().String()
+	ib.decoder = ds.DecoderInfo().String()
 	if p != nil && o.peer != "off" {
 		ib.hasPeer = true
 	}

@@ -44,9 +44,9 @@ func MaxPixels(n int64) Option { return func(o *options) { o.maxPixels = n } }
 // stops there, with an error naming it and the limit (ErrFileTooLarge).
 func MaxFileBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
 
-// Fields names the image and label fields of the schema ("image" and
+// FieldNames names the image and label fields of the schema ("image" and
 // "label" by default).
-func Fields(image, label string) Option { return func(o *options) { o.image, o.label = image, label } }
+func FieldNames(image, label string) Option { return func(o *options) { o.image, o.label = image, label } }
 
 // Root resolves a FileList's relative paths against dir instead of the
 // list's own folder.
@@ -63,7 +63,7 @@ type Dataset struct {
 	t       Transform
 	o       options
 	schema  collate.Schema
-	dec     Decoder
+	dec     DecoderInfo
 	lib     *jpegLib
 
 	mu     sync.Mutex
@@ -129,8 +129,8 @@ func (d *Dataset) ClassToIdx() map[string]int {
 // Transform returns the transform with its defaults filled in.
 func (d *Dataset) Transform() Transform { return d.t }
 
-// Decoder returns the JPEG decoder the dataset uses and why.
-func (d *Dataset) Decoder() Decoder { return d.dec }
+// DecoderInfo returns the JPEG decoder the dataset uses and why.
+func (d *Dataset) DecoderInfo() DecoderInfo { return d.dec }
 
 // Fill writes sample s.Index(): the image into the image field, its label
 // into the label field. It writes every byte of both, so the loader may

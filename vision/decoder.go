@@ -31,36 +31,36 @@ func jpegLibs() []string {
 	return []string{"libjpeg.so.62"}
 }
 
-// Decoder says which JPEG decoder the package uses and why, as
+// DecoderInfo says which JPEG decoder the package uses and why, as
 // pinned.Selection does for backends.
-type Decoder struct {
+type DecoderInfo struct {
 	Name   string // "libjpeg-turbo" or "go"
 	Reason string
 }
 
-func (d Decoder) String() string { return fmt.Sprintf("%s (%s)", d.Name, d.Reason) }
+func (d DecoderInfo) String() string { return fmt.Sprintf("%s (%s)", d.Name, d.Reason) }
 
 // Turbo reports whether JPEGs are decoded by libjpeg-turbo.
-func (d Decoder) Turbo() bool { return d.Name == "libjpeg-turbo" }
+func (d DecoderInfo) Turbo() bool { return d.Name == "libjpeg-turbo" }
 
 var (
 	decMu   sync.Mutex
 	decDone bool
-	decSel  Decoder
+	decSel  DecoderInfo
 	decLib  *jpegLib // nil unless libjpeg-turbo was loaded
 )
 
-// JPEGDecoder returns the JPEG decoder chosen at first use: libjpeg-turbo
+// JPEGDecoderInfo returns the JPEG decoder chosen at first use: libjpeg-turbo
 // loaded at run time ($TENSORBATCH_JPEG_LIB, else JPEGLibs), else Go's
 // image/jpeg, with the reason. $TENSORBATCH_JPEG=go forces Go's decoder;
 // turbo makes a failure to load libjpeg-turbo fatal for datasets (their
 // constructors return it). The choice is logged once with log/slog.
-func JPEGDecoder() Decoder {
+func JPEGDecoderInfo() DecoderInfo {
 	d, _, _ := jpegDecoder()
 	return d
 }
 
-func jpegDecoder() (Decoder, *jpegLib, error) {
+func jpegDecoder() (DecoderInfo, *jpegLib, error) {
 	decMu.Lock()
 	defer decMu.Unlock()
 	if decDone {
@@ -72,20 +72,20 @@ func jpegDecoder() (Decoder, *jpegLib, error) {
 	return decSel, decLib, decErr(decSel)
 }
 
-func decErr(d Decoder) error {
+func decErr(d DecoderInfo) error {
 	if !d.Turbo() && os.Getenv(EnvJPEG) == "turbo" {
 		return fmt.Errorf("vision: %s=turbo, but libjpeg-turbo is not usable: %s", EnvJPEG, d.Reason)
 	}
 	return nil
 }
 
-func selectDecoder(spec, path string) (Decoder, *jpegLib) {
+func selectDecoder(spec, path string) (DecoderInfo, *jpegLib) {
 	switch spec {
 	case "", "auto", "turbo":
 	case "go":
-		return Decoder{"go", EnvJPEG + "=go"}, nil
+		return DecoderInfo{"go", EnvJPEG + "=go"}, nil
 	default:
-		return Decoder{"go", fmt.Sprintf("%s=%q is not auto, turbo or go; using Go's image/jpeg", EnvJPEG, spec)}, nil
+		return DecoderInfo{"go", fmt.Sprintf("%s=%q is not auto, turbo or go; using Go's image/jpeg", EnvJPEG, spec)}, nil
 	}
 	libs := JPEGLibs
 	if path != "" {
@@ -95,12 +95,12 @@ func selectDecoder(spec, path string) (Decoder, *jpegLib) {
 	for _, name := range libs {
 		lib, err := openJPEGLib(name)
 		if err == nil {
-			return Decoder{"libjpeg-turbo", name + " loaded"}, lib
+			return DecoderInfo{"libjpeg-turbo", name + " loaded"}, lib
 		}
 		if why != "" {
 			why += "; "
 		}
 		why += err.Error()
 	}
-	return Decoder{"go", why + "; using Go's image/jpeg"}, nil
+	return DecoderInfo{"go", why + "; using Go's image/jpeg"}, nil
 }

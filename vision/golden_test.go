@@ -143,8 +143,8 @@ func TestGoldensMatchTorchvision(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			defer collate.SetPath(p)()
 			jpeg, other := runGoldens(t, m, vision.Exact)
-			t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoder(), jpeg, other)
-			if !vision.JPEGDecoder().Turbo() {
+			t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoderInfo(), jpeg, other)
+			if !vision.JPEGDecoderInfo().Turbo() {
 				// Go's image/jpeg (no cgo, or no libjpeg-turbo): close, not
 				// torchvision's pixels; see TestGoldensGoJPEGDecoder.
 				assert.Greater(t, jpeg.psnr(), 30.0, "%v", jpeg)
@@ -181,7 +181,7 @@ func TestGoldensFastMode(t *testing.T) {
 				one.add(got, want)
 				assert.LessOrEqual(t, one.maxDiff, 2, "%s on %s: %+v: %v", c.File, p, c, one)
 				other.add(got, want)
-			case !vision.JPEGDecoder().Turbo():
+			case !vision.JPEGDecoderInfo().Turbo():
 				// Go's decoder: see TestGoldensGoJPEGDecoder
 			case g.Box.W >= 2*g.ResizeW && g.Box.H >= 2*g.ResizeH:
 				scaled.add(got, want)
@@ -207,10 +207,10 @@ func TestGoldensGoJPEGDecoder(t *testing.T) {
 	t.Setenv(vision.EnvJPEG, "go")
 	vision.ResetDecoder()
 	defer vision.ResetDecoder()
-	require.False(t, vision.JPEGDecoder().Turbo())
+	require.False(t, vision.JPEGDecoderInfo().Turbo())
 	for _, mode := range []vision.Mode{vision.Exact, vision.Fast} {
 		jpeg, other := runGoldens(t, m, mode)
-		t.Logf("%s, %s: JPEG %v; others %v", vision.JPEGDecoder(), mode, jpeg, other)
+		t.Logf("%s, %s: JPEG %v; others %v", vision.JPEGDecoderInfo(), mode, jpeg, other)
 		assert.Greater(t, jpeg.psnr(), 30.0, "%s: %v", mode, jpeg)
 	}
 }
@@ -232,7 +232,7 @@ func TestGoldenFloat32MatchesTorchvision(t *testing.T) {
 		got := make([]float32, 3*m.Size*m.Size)
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&got[0])), 4*len(got))
 		require.NoError(t, ds.DecodeGeometry(filepath.Join(testdata, m.Float32.File), tr.Geometry(w, h, nil), b))
-		if vision.JPEGDecoder().Turbo() {
+		if vision.JPEGDecoderInfo().Turbo() {
 			assert.Equal(t, want, b, "%s: float32 bits", p)
 		}
 		restore()

@@ -484,12 +484,12 @@ func TestFastModePSNR(t *testing.T) {
 }
 
 func TestDecoderReport(t *testing.T) {
-	d := vision.JPEGDecoder()
+	d := vision.JPEGDecoderInfo()
 	assert.NotEmpty(t, d.Reason)
 	t.Setenv(vision.EnvJPEGLib, "/nonexistent/libjpeg.so.62")
 	vision.ResetDecoder()
 	defer vision.ResetDecoder()
-	d = vision.JPEGDecoder()
+	d = vision.JPEGDecoderInfo()
 	assert.False(t, d.Turbo())
 	assert.Contains(t, d.String(), "go (")
 	if vision.CgoEnabled {
@@ -505,7 +505,7 @@ func TestDecoderReport(t *testing.T) {
 
 // The libjpeg-turbo path allocates nothing per image once warm.
 func TestNoAllocationPerImage(t *testing.T) {
-	if !vision.JPEGDecoder().Turbo() {
+	if !vision.JPEGDecoderInfo().Turbo() {
 		t.Skip("libjpeg-turbo not loaded")
 	}
 	for _, mode := range []vision.Mode{vision.Exact, vision.Fast} {
@@ -537,13 +537,13 @@ func TestSchemaAndOutputs(t *testing.T) {
 		{vision.Uint8HWC, collate.Uint8, []int{24, 24, 3}},
 		{vision.Uint8CHW, collate.Uint8, []int{3, 24, 24}},
 	} {
-		ds, err := vision.New(nil, nil, vision.Transform{Size: 24, Output: tc.out}, vision.Fields("x", "y"))
+		ds, err := vision.New(nil, nil, vision.Transform{Size: 24, Output: tc.out}, vision.FieldNames("x", "y"))
 		require.NoError(t, err)
 		s := ds.Schema()
 		assert.Equal(t, collate.Field{Name: "x", DType: tc.dtype, Shape: tc.shape}, s[0], "%v", tc.out)
 		assert.Equal(t, collate.Field{Name: "y", DType: collate.Int64}, s[1])
 		ds.Close()
 	}
-	_, err := vision.New(nil, nil, vision.Eval(24), vision.Fields("x", "x"))
+	_, err := vision.New(nil, nil, vision.Eval(24), vision.FieldNames("x", "x"))
 	assert.Error(t, err)
 }
