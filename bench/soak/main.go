@@ -1,10 +1,12 @@
 // Command soak is a fault-injection soak of the engine: until -duration is
 // spent it builds loaders with random configurations over a synthetic
 // dataset, injects faults whose outcome is known in advance (Fill errors,
-// panics, bad lengths, stuck Fills, a negative Len, cancellation, Close,
-// break, batch misuse), checks every batch and every epoch's end against
-// that outcome, and prints a markdown table of what it did and saw. It
-// exits non-zero on any violated invariant or leaked goroutine.
+// panics, runtime.Goexit, bad lengths, stuck Fills, a negative Len,
+// cancellation, Close, break, batch misuse, resume states good and bad,
+// loaders dropped without Close, typed-nil datasets), checks every batch and
+// every epoch's end against that outcome, and prints a markdown table of
+// what it did and saw. It exits non-zero on any violated invariant or
+// leaked goroutine.
 //
 //	go run ./bench/soak -duration 60s   # make soak
 //	go run ./bench/soak -seed 42        # replay a run's choices
@@ -12,6 +14,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -71,12 +74,18 @@ const (
 	closeLoader
 	breakLoop
 	misuse
+	fillGoexit   // a sample fault, drawn alone and only with workers
+	badResume    // a loader resumed from a state that does not fit
+	goodResume   // a loader resumed mid-epoch
+	forgotLoader // a loader dropped without Close
+	typedNil     // engine.New of a typed-nil dataset
 	nKinds
 )
 
 var kindNames = [nKinds]string{"", "Fill returns an error", "Fill panics", `out-of-range "tok_len"`,
 	"Fill ignores ctx and blocks", "Len() negative", "ctx cancelled at a batch", "Close from another goroutine",
-	"break at a batch", "Release without Retain, Retain after last Release"}
+	"break at a batch", "Release without Retain, Retain after last Release", "Fill calls runtime.Goexit",
+	"Resume with a state that does not fit", "Resume mid-epoch", "Loader dropped without Close", "New of a typed-nil dataset"}
 
 const (
 	maxLen         = 8
@@ -160,6 +169,7 @@ type soak struct {
 	hits       [nKinds]atomic.Int64 // sample faults reached by a Fill
 	progress   atomic.Int64
 	engineErrs atomic.Int64 // errors the engine logged
+	forgotten  int          // loaders dropped without Close
 
 	gpu    *pinned.GPU // the fake runtime; nil without it
 	stream csrc.Stream // the consumer's stream on it
@@ -214,13 +224,17 @@ func run(o options) report {
 	if n := s.engineErrs.Load(); n > 0 {
 		s.violate("the engine logged %d errors", n)
 	}
-	for k := fillError; k <= stuckFill; k++ {
+	for _, k := range []kind{fillError, fillPanic, badLength, stuckFill, fillGoexit} {
 		s.rep.injected[k] = int(s.hits[k].Load())
 	}
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		runtime.GC() // closes the loaders dropped without Close
 		if s.rep.goroutinesEnd = runtime.NumGoroutine(); s.rep.goroutinesEnd <= s.rep.goroutinesStart {
 			break
 		}
+	}
+	if s.rep.goroutinesEnd <= s.rep.goroutinesStart+goroutineSlack {
+		s.rep.reported[forgotLoader] = s.forgotten
 	}
 	s.rep.rssEnd = rss()
 	s.rep.elapsed = time.Since(start)
@@ -370,6 +384,8 @@ func (d *dataset) Fill(_ context.Context, s *engine.Slot) error {
 		panic(fmt.Sprintf("soak: injected panic at sample %d", i))
 	case badLength:
 		collate.As[int64](s.Tensor("tok_len"))[0] = []int64{-1, maxLen + 1, 1 << 40}[h%3]
+	case fillGoexit:
+		runtime.Goexit()
 	case stuckFill:
 		d.stuck.Add(1)
 		d.s.stuckAlive.Add(1)
@@ -428,6 +444,14 @@ func (s *soak) loader(no int) {
 
 	name := fmt.Sprintf("loader %d (N=%d %+v, streams %d)", no, d.n, cfg, streamMode)
 	s.where = name
+	switch rng.IntN(8) {
+	case 0:
+		s.resume(d, cfg)
+	case 1:
+		s.forget(d, cfg)
+	case 2:
+		s.typedNil(cfg)
+	}
 	l, err := engine.New(d, cfg)
 	if err != nil {
 		s.violate("New: %v", err)
@@ -513,6 +537,11 @@ func (s *soak) plan(cfg engine.Config, n, e int, last, stuckOK bool) plan {
 			}
 			stuck = stuck || k == stuckFill
 			p.faults[b[rng.IntN(len(b))]] = k
+		}
+		if len(p.faults) == 1 && cfg.Workers > 0 && rng.IntN(4) == 0 {
+			for i := range p.faults {
+				p.faults[i] = fillGoexit
+			}
 		}
 	}
 	if rng.IntN(100) < 40 {
@@ -712,6 +741,8 @@ func matches(err error, want outcome, epoch int) bool {
 		return err == nil
 	case fillError:
 		return sample && errors.Is(err, errInjected)
+	case fillGoexit:
+		return sample && errors.Is(err, engine.ErrGoexit)
 	case fillPanic:
 		return sample && se.Stack != nil && strings.Contains(err.Error(), fmt.Sprintf("panic: soak: injected panic at sample %d", want.index))
 	case badLength:
@@ -818,4 +849,124 @@ func catch(f func()) (msg string) {
 	}()
 	f()
 	return "no panic"
+}
+
+// resume runs epoch 0 of a fresh loader up to a random batch, saves its
+// State (through JSON), and checks that a loader resumed from it delivers
+// exactly the rest, and that New refuses a state that does not fit.
+func (s *soak) resume(d *dataset, cfg engine.Config) {
+	d.plan.Store(nil)
+	cfg.Backend, cfg.Stream, cfg.Timeout = "cpu", 0, 0
+	batches := order(cfg, d.n, 0)
+	if len(batches) < 2 {
+		return
+	}
+	cut := s.rng.IntN(len(batches) - 1)
+	l, err := engine.New(d, cfg)
+	if err != nil {
+		s.violate("resume: New: %v", err)
+		return
+	}
+	var saved []byte
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			s.violate("resume: epoch 0: %v", err)
+			break
+		}
+		if b.IndexInEpoch() == cut {
+			saved, _ = json.Marshal(l.State())
+			break
+		}
+	}
+	l.Close()
+	state := func(edit func(*engine.State)) *engine.State {
+		var st engine.State
+		if err := json.Unmarshal(saved, &st); err != nil {
+			s.violate("resume: State JSON: %v", err)
+		}
+		edit(&st)
+		return &st
+	}
+	bad := []func(*engine.State){
+		func(st *engine.State) { st.Position = 1 << 40 },
+		func(st *engine.State) { st.Position = -1 },
+		func(st *engine.State) { st.Source = engine.SourceIterable },
+		func(st *engine.State) { st.Epoch = -1 },
+		func(st *engine.State) { st.Len++ },
+		func(st *engine.State) { st.Done = []int{cut + 1, cut + 1} },
+	}
+	c := cfg
+	c.Resume = state(bad[s.rng.IntN(len(bad))])
+	s.rep.injected[badResume]++
+	if l, err := engine.New(d, c); err == nil {
+		l.Close()
+		s.violate("resume: New accepted a state that does not fit: %+v", *c.Resume)
+	} else if strings.Contains(err.Error(), "Config.Resume") {
+		s.rep.reported[badResume]++
+	} else {
+		s.violate("resume: New's error does not name Config.Resume: %v", err)
+	}
+
+	c.Resume, c.Workers = state(func(*engine.State) {}), s.rng.IntN(5)
+	s.rep.injected[goodResume]++
+	l, err = engine.New(d, c)
+	if err != nil {
+		s.violate("resume: New with a good state: %v", err)
+		return
+	}
+	defer l.Close()
+	k := cut + 1
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			s.violate("resume: resumed epoch: %v", err)
+			return
+		}
+		if k >= len(batches) || !slices.Equal(b.Indices(), batches[k]) {
+			s.violate("resume: resumed batch %d holds %v, want batch %d of the epoch", b.IndexInEpoch(), b.Indices(), k)
+			return
+		}
+		s.check(b, batches[k], cfg.Seed, 0, "resumed ")
+		k++
+	}
+	if k == len(batches) {
+		s.rep.reported[goodResume]++
+	} else {
+		s.violate("resume: the resumed epoch ended at batch %d of %d", k, len(batches))
+	}
+}
+
+// forget runs a loader for a batch and drops it without Close: the
+// collector must close it (the goroutine count at the end checks it).
+func (s *soak) forget(d *dataset, cfg engine.Config) {
+	d.plan.Store(nil)
+	cfg.Backend, cfg.Stream, cfg.Timeout = "cpu", 0, 0
+	l, err := engine.New(d, cfg)
+	if err != nil {
+		s.violate("forget: New: %v", err)
+		return
+	}
+	for _, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			s.violate("forget: %v", err)
+		}
+		break
+	}
+	s.rep.injected[forgotLoader]++
+	s.forgotten++
+}
+
+// typedNil checks that New refuses a nil *dataset with an error.
+func (s *soak) typedNil(cfg engine.Config) {
+	s.rep.injected[typedNil]++
+	var nilDS *dataset
+	defer func() {
+		if v := recover(); v != nil {
+			s.violate("New of a typed-nil dataset panicked: %v", v)
+		}
+	}()
+	if _, err := engine.New(nilDS, cfg); err != nil {
+		s.rep.reported[typedNil]++
+	} else {
+		s.violate("New accepted a typed-nil dataset")
+	}
 }
