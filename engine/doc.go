@@ -25,8 +25,9 @@
 // A Fill that returns an error, panics, runs past Config.Timeout or calls
 // runtime.Goexit (t.FailNow, require's helpers) ends the epoch with a
 // *SampleError naming the sample, after the batches before it; Close
-// returns in every case (see NOTE [goexit] for Workers 0, where Fill runs
-// on the consumer's goroutine and Goexit ends it).
+// returns in every case. With Workers 0, Fill runs on the consumer's own
+// goroutine, so a Goexit there ends that goroutine (the loader is left
+// consistent and can be closed or run again).
 //
 // Config.Resume refuses a State that does not fit (another dataset, seed
 // or Source, a Position past its epoch, a bad Done list), and an Epoch

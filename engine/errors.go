@@ -15,8 +15,9 @@ var (
 	// longer than Config.Timeout.
 	ErrTimeout = errors.New("sample timed out")
 	// ErrGoexit is wrapped by the SampleError of a sample whose Fill
-	// called runtime.Goexit (t.FailNow, log.Fatal-like helpers); see
-	// NOTE [goexit].
+	// called runtime.Goexit (t.FailNow, log.Fatal-like helpers). The
+	// rest of that batch is not filled, and the lost worker is replaced at
+	// the next epoch.
 	ErrGoexit = errors.New("Fill called runtime.Goexit")
 )
 

@@ -73,8 +73,13 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 }
 
 // Close stops the running epoch, if any, ends the workers and frees the
-// cached buffers; see NOTE [shutdown]. It is safe to call more than once
-// and from any goroutine; later calls return the first call's result.
+// cached buffers. A batch still retained stays valid: its memory is freed
+// when it is released. With Config.Timeout, a Fill stuck past it does not
+// hold Close up: its goroutine is abandoned (it ends on its own when Fill
+// returns) and the buffer it writes is never reused (Stats.Abandoned,
+// Stats.LeakedBytes); without a Timeout, Close waits for every Fill to
+// return. It is safe to call more than once and from any goroutine,
+// including a loop body; later calls return the first call's result.
 func (l *Loader) Close() error { return l.l.Close() }
 
 // Backend returns the backend batches are loaded for and why it was chosen.
