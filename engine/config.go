@@ -25,6 +25,11 @@ const DefaultPrefetchFactor = 2
 
 // Config configures a Loader. The zero value of every field is a working
 // default, as with net/http.Server.
+//
+// Do not compare Configs with == or use them as map keys: it compiles, but
+// panics when an interface field (Sampler, BatchSampler, WorkerInit) holds
+// a value that is not comparable, such as a WeightedRandom with its Weights
+// slice. Nothing in the engine does; compare the fields you need.
 type Config struct {
 	// BatchSize is the samples per batch; 0 means 1.
 	BatchSize int
@@ -153,8 +158,7 @@ type Config struct {
 	Backend string
 }
 
-// WorkerIniter sets up a worker goroutine (Config.WorkerInit). It is an
-// interface, not a func field, so that Config stays comparable.
+// WorkerIniter sets up a worker goroutine (Config.WorkerInit).
 type WorkerIniter interface {
 	InitWorker(ctx context.Context, worker int) error
 }
@@ -242,37 +246,48 @@ func (c Config) window() int {
 
 // LogValue makes a Config print as its effective settings with log/slog:
 // slog.Info("loader", "config", l.Config()) shows what a run used, defaults
-// filled in.
+// filled in. Every field is logged under its name in snake_case (a test
+// holds it to that): an interface as its dynamic type, nil ones and a nil
+// Resume as null; window is the batches in flight that Workers and
+// PrefetchFactor allow.
 func (c Config) LogValue() slog.Value {
-	attrs := []slog.Attr{
+	resume := slog.Any("resume", nil)
+	if st := c.Resume; st != nil {
+		resume = slog.Group("resume", slog.String("source", st.Source), slog.Int("epoch", st.Epoch),
+			slog.Int("position", st.Position), slog.Int("batches", st.Batches), slog.Int("done", len(st.Done)))
+	}
+	return slog.GroupValue(
 		slog.Int("batch_size", c.BatchSize),
 		slog.Bool("shuffle", c.Shuffle),
 		slog.Uint64("seed", c.Seed),
 		slog.Bool("drop_last", c.DropLast),
-		slog.Bool("shard_drop_last", c.DropUneven),
+		slog.Bool("drop_uneven", c.DropUneven),
 		slog.Int("workers", c.Workers),
 		slog.Int("prefetch_factor", c.PrefetchFactor),
 		slog.Int("window", c.window()),
 		slog.Bool("restart_workers", c.RestartWorkers),
-		slog.Bool("out_of_order", c.OutOfOrder),
 		slog.Duration("timeout", c.Timeout),
-		slog.Bool("skip_zero", c.SkipZeroing),
+		typeAttr("worker_init", c.WorkerInit),
+		slog.Bool("out_of_order", c.OutOfOrder),
+		slog.String("on_error", fmt.Sprintf("%+v", c.OnError)),
+		resume,
+		slog.Int("log_every", c.LogEvery),
+		typeAttr("sampler", c.Sampler),
+		typeAttr("batch_sampler", c.BatchSampler),
+		slog.Bool("skip_zeroing", c.SkipZeroing),
 		slog.Int64("max_pinned_bytes", c.MaxPinnedBytes),
 		slog.Int("rank", c.Rank),
 		slog.Int("world_size", c.WorldSize),
 		slog.Bool("write_combined", c.WriteCombined),
-		slog.String("backend", c.Backend),
 		slog.String("stream", fmt.Sprintf("%#x", c.Stream)),
-		slog.String("on_error", fmt.Sprintf("%+v", c.OnError)),
+		slog.String("backend", c.Backend),
+	)
+}
+
+// typeAttr logs an interface field as its dynamic type, or null when nil.
+func typeAttr(key string, v any) slog.Attr {
+	if v == nil {
+		return slog.Any(key, nil)
 	}
-	if c.Sampler != nil {
-		attrs = append(attrs, slog.String("sampler", fmt.Sprintf("%T", c.Sampler)))
-	}
-	if c.BatchSampler != nil {
-		attrs = append(attrs, slog.String("batch_sampler", fmt.Sprintf("%T", c.BatchSampler)))
-	}
-	if c.Resume != nil {
-		attrs = append(attrs, slog.Int("resume_epoch", c.Resume.Epoch), slog.Int("resume_position", c.Resume.Position))
-	}
-	return slog.GroupValue(attrs...)
+	return slog.String(key, fmt.Sprintf("%T", v))
 }

@@ -56,7 +56,7 @@ type Slot struct {
 	layout       *collate.Layout
 	buf          []byte
 	pcg          rand.PCG
-	stream       *streamEpoch // the run's IterableDataset reader, for IterableDataset.Fill; nil otherwise
+	reader       epochReader // the run's source.begin, for the source's Fill (IterableDataset's); nil outside a run
 	rng          *rand.Rand
 }
 

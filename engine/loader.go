@@ -22,8 +22,8 @@ import (
 // Close becomes unreachable and its cleanup closes the loader (see New).
 type loader struct {
 	ds     Dataset
+	src    source // how ds's epochs are ordered and read; see NOTE [sources]
 	cfg    Config
-	bs     BatchSampler
 	sel    pinned.Selection
 	shard  RankInfo
 	gpu    *pinned.GPU  // nil on the cpu backend
@@ -105,8 +105,8 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	}
 	l := &loader{
 		ds:     ds,
+		src:    sourceOf(ds),
 		cfg:    cfg,
-		bs:     cfg.BatchSampler,
 		sel:    sel,
 		shard:  shard,
 		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
@@ -122,10 +122,8 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
-	if sd, ok := ds.(*IterableDataset); ok {
-		if err := checkStream(sd, cfg, shard); err != nil {
-			return nil, err
-		}
+	if err := l.src.check(cfg, shard); err != nil {
+		return nil, err
 	}
 	if cfg.Resume != nil {
 		if err := l.checkResume(cfg.Resume, n); err != nil {
@@ -153,24 +151,11 @@ func (l *loader) Config() Config { return l.cfg }
 // sharded over.
 func (l *loader) RankInfo() RankInfo { return l.shard }
 
-// batchSampler returns the batch sampler for a dataset of n samples,
-// skipping the first skip units of the epoch's global order.
-func (l *loader) batchSampler(n, skip int) BatchSampler {
-	if l.bs != nil {
-		return shardedBatches{l.bs, l.shard, skip}
-	}
-	if sd, ok := l.ds.(*IterableDataset); ok { // it splits itself across ranks
-		return Batched{Sampler: streamSampler{sd, l.cfg.Seed, l.shard, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
-	}
-	s := l.cfg.Sampler
-	switch {
-	case s != nil:
-	case l.cfg.Shuffle:
-		s = Shuffled{N: n, Seed: l.cfg.Seed}
-	default:
-		s = Sequential{N: n}
-	}
-	return Batched{Sampler: sharded{s, l.shard, l.cfg.DropUneven, skip}, Size: l.cfg.BatchSize, DropLast: l.cfg.DropLast}
+// batchSampler returns this rank's batch sampler for a dataset of n
+// samples, skipping the first skip units of the epoch's order, and its
+// batches per epoch when known without running it, else -1.
+func (l *loader) batchSampler(n, skip int) (BatchSampler, int) {
+	return l.src.batches(l.cfg, l.shard, n, skip)
 }
 
 // Epoch returns the batches of epoch, in sampler order. Ranging over it
@@ -202,10 +187,8 @@ func (l *loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			}
 			l.progress(r, b)
 		}
-		if r.stream != nil {
-			if err := r.stream.wait(ctx); err != nil {
-				yield(nil, err)
-			}
+		if err := r.reader.wait(ctx); err != nil {
+			yield(nil, err)
 		}
 	}
 }
@@ -276,10 +259,7 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	workers := l.workers
-	var stream *streamEpoch
-	if sd, ok := l.ds.(*IterableDataset); ok { // the last step that may fail
-		stream = sd.begin(epoch, l.cfg.Seed, l.shard, batches)
-	}
+	reader := l.src.begin(l.cfg, l.shard, epoch, batches) // after the last step that may fail
 	if l.cfg.Workers > 0 && workers == nil {
 		workers = make([]*worker, l.cfg.Workers)
 		for i := range workers {
@@ -294,7 +274,7 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	r := newRun(ctx, l, epoch, batches, workers)
-	r.offset, r.numbers, r.stream = l.pos.offset, numbers, stream
+	r.offset, r.numbers, r.reader = l.pos.offset, numbers, reader
 	r.wg.Add(len(workers))
 	for _, w := range workers {
 		if w.runs != nil {
@@ -375,7 +355,8 @@ func (l *loader) warnDropLast(epoch int) {
 	if err != nil {
 		return
 	}
-	b, ok := l.batchSampler(n, 0).(Batched)
+	bs, _ := l.batchSampler(n, 0)
+	b, ok := bs.(Batched)
 	if !ok {
 		return
 	}
@@ -434,7 +415,8 @@ func (l *loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
 			err = fmt.Errorf("engine: the sampler of epoch %d over %d samples: %w", epoch, n, panicError(v))
 		}
 	}()
-	batches = l.batchSampler(n, skip).Batches(epoch)
+	bs, _ := l.batchSampler(n, skip)
+	batches = bs.Batches(epoch)
 	if err := checkBatches(batches, n); err != nil {
 		return nil, err
 	}
@@ -491,7 +473,7 @@ func newLayout(s collate.Schema, size int) (*collate.Layout, error) {
 func (l *loader) finish(r *run) {
 	r.stop(nil)
 	l.await(&r.wg, r.workers)
-	r.stream.end()
+	r.reader.end()
 	r.recycle()
 	if l.consumer != nil { // Workers 0: its stream ends here, on its own goroutine
 		if err := l.consumer.close(l); err != nil {
@@ -624,7 +606,7 @@ type Stats struct {
 	// epochs; DataBound their ratio: the fraction of the training loop's
 	// time that went to waiting for data. Near 0, the GPU is the limit.
 	ConsumerWait time.Duration
-	TimeInEpochs    time.Duration
+	TimeInEpochs time.Duration
 	DataBound    float64
 
 	// Latencies: one Fill (a sample; one Fill in 8 is timed and counts
@@ -636,11 +618,12 @@ type Stats struct {
 
 	// FillRetries counts fills retried under Config.OnError; Skipped the
 	// samples skipped, the first 1000 of which SkippedSamples lists.
-	FillRetries        int64
+	FillRetries    int64
 	Skipped        int64
 	SkippedSamples []SkippedSample
 
-	// ReadRetries counts the reads a IterableDataset's stream retried.
+	// ReadRetries counts the reads the dataset's source retried (an
+	// IterableDataset's shard reads).
 	ReadRetries int64
 
 	// Abandoned counts worker goroutines left behind in a Fill that ran
@@ -665,7 +648,7 @@ func (l *loader) Stats() Stats {
 		Pad:            l.stats.pad.snapshot(),
 		Copy:           l.stats.copy.snapshot(),
 		Wait:           l.stats.wait.snapshot(),
-		FillRetries:        l.retried.Load(),
+		FillRetries:    l.retried.Load(),
 		Skipped:        l.skipped.Load(),
 		Abandoned:      l.abandoned.Load(),
 		LeakedBytes:    l.leaked.Load(),
@@ -673,9 +656,7 @@ func (l *loader) Stats() Stats {
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
-	if sd, ok := l.ds.(*IterableDataset); ok {
-		s.ReadRetries = sd.ReadRetries()
-	}
+	s.ReadRetries = l.src.readRetries()
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
 	s.TimeInEpochs = time.Duration(l.epochNanos.Load())
@@ -709,17 +690,8 @@ func (l *loader) Len() int {
 	if err != nil {
 		return 0
 	}
-	if _, stream := l.ds.(*IterableDataset); !stream && l.bs == nil && l.cfg.Sampler == nil {
-		m, w, b := n, l.shard.WorldSize, l.cfg.BatchSize
-		if w > 1 && l.cfg.DropUneven {
-			m = n / w
-		} else if w > 1 {
-			m = (n + w - 1) / w
-		}
-		if l.cfg.DropLast {
-			return m / b
-		}
-		return (m + b - 1) / b
+	if _, count := l.batchSampler(n, 0); count >= 0 {
+		return count
 	}
 	batches, err := l.epochBatches(0, 0)
 	if err != nil {

@@ -258,9 +258,9 @@ func TestDropUnevenIsSeparateFromDropLast(t *testing.T) {
 		cfg  engine.Config
 		want [][]int
 	}{
-		{engine.Config{BatchSize: 2, WorldSize: 3}, [][]int{{0, 3}, {6, 9}}},                   // padded to 12
+		{engine.Config{BatchSize: 2, WorldSize: 3}, [][]int{{0, 3}, {6, 9}}},                // padded to 12
 		{engine.Config{BatchSize: 2, WorldSize: 3, DropUneven: true}, [][]int{{0, 3}, {6}}}, // cut to 9
-		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true}, [][]int{{0, 3, 6}}},        // padded, then the short batch dropped
+		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true}, [][]int{{0, 3, 6}}},     // padded, then the short batch dropped
 		{engine.Config{BatchSize: 3, WorldSize: 3, DropLast: true, DropUneven: true}, [][]int{{0, 3, 6}}},
 	} {
 		got, _ := collect(t, newLoader(t, ds, tc.cfg), 0)

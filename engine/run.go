@@ -50,9 +50,9 @@ type run struct {
 	stopped  bool
 	err      error // a failure of the run itself (not of a sample)
 
-	stream  *streamEpoch // the reader of a IterableDataset's epoch; nil otherwise
-	offset  int          // the number of batch 0 (a resumed epoch starts past 0)
-	numbers []int        // with an out-of-order resume, batch k's number; nil: offset+k
+	reader  epochReader // what the source runs beside the workers; see NOTE [sources]
+	offset  int         // the number of batch 0 (a resumed epoch starts past 0)
+	numbers []int       // with an out-of-order resume, batch k's number; nil: offset+k
 }
 
 // pending is a started batch.
@@ -299,7 +299,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	var stack []byte
 	for attempt := 0; ; attempt++ {
 		s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes()) // a retry draws the same random numbers
-		s.stream = r.stream
+		s.reader = r.reader
 		if !r.l.cfg.SkipZeroing {
 			for i := range r.layout.Schema() {
 				clear(s.TensorAt(i).Bytes())
@@ -315,7 +315,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 			start = time.Now()
 		}
 		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) }, func(err error) {
-			s.stream = nil
+			s.reader = nil
 			r.l.samples.Add(1)
 			r.batchFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err})
 			if p.left.Add(-1-r.skipRest(k)) == 0 {
@@ -333,7 +333,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 		}
 		r.l.retried.Add(1)
 	}
-	s.stream = nil // the slot outlives the run
+	s.reader = nil // the slot outlives the run
 	r.l.samples.Add(1)
 	if err == nil {
 		err = r.checkLengths(p.buf.Bytes(), pos)

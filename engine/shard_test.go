@@ -139,14 +139,17 @@ func TestShardLocalRankErrorNamesTheVariable(t *testing.T) {
 func TestShardConfigErrorsNameTheField(t *testing.T) {
 	clearLauncherEnv(t)
 	ds := engine.DatasetFunc(8, indexSchema, fillIndex)
-	for cfg, msg := range map[engine.Config]string{
-		{Rank: 2, WorldSize: 2}:  "engine: Config.Rank: 2, want 0 <= Rank < WorldSize (2)",
-		{Rank: -1, WorldSize: 2}: "engine: Config.Rank: -1",
-		{WorldSize: -1}:          "engine: Config.WorldSize: -1",
-		{Rank: 1}:                "engine: Config.Rank: 1 set without WorldSize",
+	for _, tc := range []struct {
+		cfg engine.Config
+		msg string
+	}{ // a slice, not a map keyed by Config: Config is not comparable in general (see TestConfigIsNotComparable)
+		{engine.Config{Rank: 2, WorldSize: 2}, "engine: Config.Rank: 2, want 0 <= Rank < WorldSize (2)"},
+		{engine.Config{Rank: -1, WorldSize: 2}, "engine: Config.Rank: -1"},
+		{engine.Config{WorldSize: -1}, "engine: Config.WorldSize: -1"},
+		{engine.Config{Rank: 1}, "engine: Config.Rank: 1 set without WorldSize"},
 	} {
-		_, err := engine.New(ds, cfg)
-		assert.ErrorContains(t, err, msg)
+		_, err := engine.New(ds, tc.cfg)
+		assert.ErrorContains(t, err, tc.msg)
 	}
 }
 

@@ -53,7 +53,7 @@ type State struct {
 
 // State.Source values.
 const (
-	SourceMap    = "map"    // a map-style Dataset: Position counts the epoch's global order
+	SourceMap      = "map"      // a map-style Dataset: Position counts the epoch's global order
 	SourceIterable = "iterable" // a IterableDataset: Position counts this rank's own samples
 )
 
@@ -71,46 +71,29 @@ func fingerprint(s collate.Schema) string {
 
 // source returns the loader's State.Source.
 func (l *loader) source() string {
-	if _, ok := l.ds.(*IterableDataset); ok {
-		return SourceIterable
-	}
-	return SourceMap
+	kind, _ := l.src.position(l.cfg, l.shard)
+	return kind
 }
 
 // unit returns the units of the epoch's order one batch of this rank
 // consumes: BatchSize×WorldSize samples of the global order, WorldSize
 // batches with a BatchSampler, or BatchSize of the rank's own samples of
-// a IterableDataset.
+// a IterableDataset (see the sources' position).
 func (l *loader) unit() int {
-	unit := l.shard.WorldSize
-	if _, ok := l.ds.(*IterableDataset); ok { // positions are the rank's own
-		unit = 1
-	}
-	if l.bs == nil {
-		unit *= l.cfg.BatchSize
-	}
+	_, unit := l.src.position(l.cfg, l.shard)
 	return unit
 }
 
 // epochUnits returns the length of epoch's order in the units Position
 // counts: samples of the global order, batches of a BatchSampler, or the
-// rank's own samples of a IterableDataset.
+// rank's own samples of a IterableDataset (see the sources' units).
 func (l *loader) epochUnits(epoch, n int) (units int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the sampler of epoch %d: %w", epoch, panicError(v))
 		}
 	}()
-	switch sd, stream := l.ds.(*IterableDataset); {
-	case stream:
-		_, order := sd.plan(epoch, l.cfg.Seed, l.shard)
-		return len(order), nil
-	case l.bs != nil:
-		return len(l.bs.Batches(epoch)), nil
-	case l.cfg.Sampler != nil:
-		return len(l.cfg.Sampler.Order(epoch)), nil
-	}
-	return n, nil
+	return l.src.units(l.cfg, l.shard, epoch, n), nil
 }
 
 // checkResume checks st against the loader's dataset and config. It takes

@@ -160,8 +160,8 @@ func (d *IterableDataset) ReadRetries() int64 {
 // Fill waits for the reader of the loader's epoch to have read the record
 // of s.Index() and decodes it into s.
 func (d *IterableDataset) Fill(ctx context.Context, s *Slot) error {
-	e := s.stream
-	if e == nil || e.d != d {
+	e, ok := s.reader.(*streamEpoch)
+	if !ok || e.d != d {
 		return errors.New("engine: a IterableDataset fills samples only inside an epoch of a Loader of it")
 	}
 	rec, err := e.take(ctx, s.Index())
@@ -248,8 +248,14 @@ func (d *IterableDataset) plan(epoch int, seed uint64, sh RankInfo) (reads []rea
 	return reads, order
 }
 
-// checkStream checks a loader's config for a IterableDataset.
-func checkStream(_ *IterableDataset, cfg Config, sh RankInfo) error {
+// IterableDataset is its own source (see NOTE [sources]): it orders its
+// epochs itself, splits them into the ranks' spans, and reads its shards
+// ahead of the workers. Positions count the rank's own samples.
+var _ source = (*IterableDataset)(nil)
+
+// check refuses the Config fields that would order the epoch, which the
+// dataset orders itself, and a resume with another world size.
+func (d *IterableDataset) check(cfg Config, sh RankInfo) error {
 	switch {
 	case cfg.Shuffle:
 		return configError("Shuffle", "set for a IterableDataset, which orders itself: use IterableConfig.ShuffleShards and ShuffleBuffer")
@@ -264,6 +270,26 @@ func checkStream(_ *IterableDataset, cfg Config, sh RankInfo) error {
 	}
 	return nil
 }
+
+// batches returns the rank's span in batches, from skip of its samples
+// on; counting them takes the epoch's plan, so count is -1.
+func (d *IterableDataset) batches(cfg Config, sh RankInfo, _, skip int) (BatchSampler, int) {
+	return Batched{Sampler: streamSampler{d, cfg.Seed, sh, skip}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, -1
+}
+
+// position: BatchSize of the rank's own samples a batch.
+func (d *IterableDataset) position(cfg Config, _ RankInfo) (string, int) {
+	return SourceIterable, cfg.BatchSize
+}
+
+// units: the rank's own samples of the epoch.
+func (d *IterableDataset) units(cfg Config, sh RankInfo, epoch, _ int) int {
+	_, order := d.plan(epoch, cfg.Seed, sh)
+	return len(order)
+}
+
+// readRetries is ReadRetries.
+func (d *IterableDataset) readRetries() int64 { return d.ReadRetries() }
 
 // streamSampler is a rank's order of a IterableDataset's epoch, from skip on.
 type streamSampler struct {
@@ -281,8 +307,8 @@ func (s streamSampler) Order(epoch int) []int {
 // begin starts the reader of an epoch whose batches are given. The reader
 // belongs to the loader's run, so any number of Loaders may read one
 // IterableDataset at once, each its own epochs.
-func (d *IterableDataset) begin(epoch int, seed uint64, sh RankInfo, batches [][]int) *streamEpoch {
-	reads, _ := d.plan(epoch, seed, sh)
+func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches [][]int) epochReader {
+	reads, _ := d.plan(epoch, cfg.Seed, sh)
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
 	for _, b := range batches {
 		for _, id := range b {
@@ -317,12 +343,10 @@ func (e *streamEpoch) wait(ctx context.Context) error {
 	return e.err
 }
 
-// end stops the epoch's reader and drops what it read; nil does nothing.
+// end stops the epoch's reader and drops what it read.
 func (e *streamEpoch) end() {
-	if e != nil {
-		e.cancel()
-		e.wg.Wait()
-	}
+	e.cancel()
+	e.wg.Wait()
 }
 
 // streamEpoch is one epoch's reader and the records it read that a Fill
