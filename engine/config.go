@@ -122,13 +122,12 @@ type Config struct {
 	// WorldSize-th sample of the common order, padded to an even split
 	// (or cut, with DropUneven), as PyTorch's DistributedSampler. With
 	// WorldSize 0 they come from the environment of the launcher that
-	// started the process, the innermost when launchers nest (torchrun's
-	// RANK and WORLD_SIZE, then Open MPI's OMPI_COMM_WORLD_RANK and
-	// OMPI_COMM_WORLD_SIZE, then MPICH's and Intel MPI's PMI_RANK and
-	// PMI_SIZE, then Slurm's SLURM_PROCID and SLURM_NTASKS), else a single
-	// process. The local rank, which picks the GPU when Backend names no
-	// device, always comes from the launcher, preferably the same one.
-	// Loader.Shard says where each came from. With a BatchSampler, whole
+	// started the process (torchrun, Open MPI, MPICH or Intel MPI, Slurm:
+	// the variables and which wins when launchers nest are listed once, in
+	// docs/distributed.md), else a single process. The local rank, which
+	// picks the GPU when Backend names no device, always comes from the
+	// launcher, preferably the same one. Loader.RankInfo says where each
+	// came from. With a BatchSampler, whole
 	// batches are sharded.
 	Rank, WorldSize int
 
