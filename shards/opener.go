@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,10 +51,17 @@ type Opener struct {
 	// means DefaultRetries; negative, none.
 	MaxRetries int
 	// Backoff is the wait before the first retry, doubling at each retry
-	// in a row up to 32 times; 0 means DefaultBackoff.
+	// in a row up to 32 times; 0 means DefaultBackoff. Each wait is drawn
+	// at random between half and all of that ("equal jitter"), from a
+	// generator of the Opener's own, so that ranks hit by one outage do
+	// not retry in lockstep.
 	Backoff time.Duration
 
-	retried atomic.Int64
+	retried  atomic.Int64
+	requests atomic.Int64
+
+	randMu sync.Mutex
+	rand   *rand.Rand // nil until the first retry
 
 	httpOnce sync.Once
 	client   *http.Client
@@ -84,13 +92,26 @@ func (o *Opener) maxRetries() int {
 	return o.MaxRetries
 }
 
-// backoff is the wait before retry number n in a row (from 1).
+// Requests returns the remote requests made so far (each GET, first or
+// resumed), over every shard and file this Opener has read.
+func (o *Opener) Requests() int64 { return o.requests.Load() }
+
+// backoff is the wait before retry number n in a row (from 1): half of
+// the doubled Backoff plus a random part of the other half.
 func (o *Opener) backoff(n int) time.Duration {
 	d := o.Backoff
 	if d <= 0 {
 		d = DefaultBackoff
 	}
-	return d << min(n-1, 5)
+	d <<= min(n-1, 5)
+	o.randMu.Lock()
+	defer o.randMu.Unlock()
+	if o.rand == nil {
+		// Seeded from the runtime's random source: every Opener, in every
+		// process, draws its own waits.
+		o.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return d/2 + time.Duration(o.rand.Int64N(int64(d-d/2)+1))
 }
 
 func (o *Opener) httpClient() *http.Client {
@@ -337,6 +358,7 @@ func (r *remoteReader) connect() error {
 		}
 		ctx, cancel := context.WithCancelCause(r.ctx)
 		timer := time.AfterFunc(r.o.timeout(), func() { cancel(errIdle) })
+		r.o.requests.Add(1)
 		body, info, err := r.fetch(ctx, r.off)
 		timer.Stop()
 		if err == nil {

@@ -11,7 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -114,7 +115,9 @@ func (s *Source) Retries() int64 { return s.o.opener.Retried() }
 // Opener returns the Opener the shards are read with.
 func (s *Source) Opener() *Opener { return s.o.opener }
 
-// Shards returns the shards with their sample counts (see Source).
+// Shards returns the shards with their sample counts (see Source),
+// checking or scanning 16 shards at a time; the first that fails cancels
+// the others.
 func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	var known map[string]int
 	index, required := s.o.index, s.o.indexSet
@@ -141,41 +144,48 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		}
 	}
 	out := make([]engine.ShardInfo, len(s.names))
-	errs := make([]error, len(s.names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(scanConcurrency)
 	for i, name := range s.names {
 		out[i].Name = name
 		listed, ok := known[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = context.Cause(ctx)
-				return
-			}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if ok && listed > 0 {
-				out[i].Samples, errs[i] = listed, s.o.opener.checkListed(ctx, name, listed, index)
-				return
+				out[i].Samples = listed
+				return s.checkListed(gctx, name, listed, index)
 			}
-			out[i].Samples, errs[i] = s.o.opener.count(ctx, name, s.o.maxMember)
-			if ok && errs[i] == nil && out[i].Samples != listed {
+			n, err := s.count(gctx, name)
+			if err != nil {
+				return err
+			}
+			if ok && n != listed {
 				// A shard listed empty is never opened: its count is checked
 				// here, which costs little, as it should be empty.
-				errs[i] = fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, out[i].Samples, listed, index)
+				return fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, n, listed, index)
 			}
-		}()
+			out[i].Samples = n
+			return nil
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// scanConcurrency bounds the shards checked or scanned at once by
+// Source.Shards and BuildShardList.
+const scanConcurrency = 16
+
+// checkListed checks the count listed for shard name in index against
+// the shard's size (see Opener.checkListed).
+func (s *Source) checkListed(ctx context.Context, name string, listed int, index string) error {
+	return s.o.opener.checkListed(ctx, name, listed, index)
+}
+
+// count returns the records of shard name, read through its headers.
+func (s *Source) count(ctx context.Context, name string) (int, error) {
+	return s.o.opener.count(ctx, name, s.o.maxMember)
 }
 
 // Open starts reading a shard from its first sample.
@@ -366,25 +376,34 @@ type ShardEntry struct {
 }
 
 // BuildShardList counts the samples of the shards names (with o; nil
-// means a zero Opener) and returns their list, each named by its base
-// name, to be stored beside them as shardlist.json.
+// means a zero Opener), 16 at a time, and returns their list in the order
+// of names, each named by its base name, to be stored beside them as
+// shardlist.json. The first shard that fails cancels the others' reads.
 func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, error) {
 	if o == nil {
 		o = &Opener{}
 	}
-	l := ShardList{Kind: "wids-shard-index-v1", Version: 1}
-	for _, name := range names {
-		n, err := o.Count(ctx, name)
-		if err != nil {
-			return ShardList{}, err
-		}
-		e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
-		if k, path, _, _ := parse(name); k == local {
-			if fi, err := os.Stat(path); err == nil {
-				e.Bytes = fi.Size()
+	l := ShardList{Kind: "wids-shard-index-v1", Version: 1, Shards: make([]ShardEntry, len(names))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(scanConcurrency)
+	for i, name := range names {
+		g.Go(func() error {
+			n, err := o.Count(gctx, name)
+			if err != nil {
+				return err
 			}
-		}
-		l.Shards = append(l.Shards, e)
+			e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
+			if k, path, _, _ := parse(name); k == local {
+				if fi, err := os.Stat(path); err == nil {
+					e.Bytes = fi.Size()
+				}
+			}
+			l.Shards[i] = e
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return ShardList{}, err
 	}
 	return l, nil
 }
