@@ -2,7 +2,6 @@ package shards
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,11 +52,10 @@ func TestBuildShardListParallel(t *testing.T) {
 // the scan at once, naming it, and the slow reads are cancelled.
 func TestScanFailureCancelsTheRest(t *testing.T) {
 	f := newFaultServer(t)
+	paths, _ := writeShards(t, f.dir, 50, 50, 50, 50, 50, 50, 50, 50)
 	var names []string
-	for i := range 8 {
-		name := fmt.Sprintf("s%d.tar", i)
-		testFile(t, f.dir, name, 1<<20)
-		names = append(names, f.URL+"/"+name)
+	for _, p := range paths {
+		names = append(names, f.URL+"/"+filepath.Base(p))
 	}
 	// Every shard stalls for a minute after 1000 bytes; one is missing.
 	f.inject(func(f *faultServer) { f.stalls, f.stallAt, f.stallFor = 8, 1000, time.Minute })

@@ -36,9 +36,11 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 // local file, reading the whole shard for a remote one (hence the list).
 type Source struct {
 	names  []string
+	pos    map[string]int // of each name in names
 	schema collate.Schema
 	decode DecodeFunc
 	o      options
+	cache  *cache // nil without the Cache option
 }
 
 // Option configures a Source.
@@ -49,6 +51,12 @@ type options struct {
 	index     string
 	indexSet  bool
 	maxMember int64
+
+	cacheDir     string
+	cacheLimit   int64
+	cacheSet     bool
+	readAhead    int
+	readAheadSet bool
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
@@ -95,12 +103,53 @@ func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ..
 	if s.o.opener == nil {
 		s.o.opener = &Opener{}
 	}
-	for _, n := range names {
+	s.pos = make(map[string]int, len(names))
+	for i, n := range names {
 		if _, _, _, err := parse(n); err != nil {
 			return nil, err
 		}
+		if _, dup := s.pos[n]; !dup {
+			s.pos[n] = i
+		}
+	}
+	if s.o.cacheSet {
+		switch {
+		case s.o.cacheDir == "":
+			return nil, fmt.Errorf("shards: Cache: no folder")
+		case s.o.cacheLimit <= 0:
+			return nil, fmt.Errorf("shards: Cache: limit %d bytes, want > 0", s.o.cacheLimit)
+		case s.o.readAhead < 0:
+			return nil, fmt.Errorf("shards: CacheReadAhead: %d, want >= 0", s.o.readAhead)
+		}
+		ahead := DefaultCacheReadAhead
+		if s.o.readAheadSet {
+			ahead = s.o.readAhead
+		}
+		s.cache = newCache(s.o.cacheDir, s.o.cacheLimit, ahead, s.o.opener)
 	}
 	return s, nil
+}
+
+// Close cancels the downloads into the cache in flight (see Cache) and
+// waits for them to end. The Source can still be read: from the cache
+// where a shard is in it, else streaming, with no new download. It
+// returns nil.
+func (s *Source) Close() error {
+	if s.cache != nil {
+		s.cache.close()
+	}
+	return nil
+}
+
+// CacheStats returns the counts of the Source's remote reads and of its
+// cache (all zero but Requests and BytesFetched without one). Requests
+// and BytesFetched are its Opener's, which UseOpener may share.
+func (s *Source) CacheStats() CacheStats {
+	st := CacheStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched()}
+	if c := s.cache; c != nil {
+		st.Hits, st.Misses, st.ReadAheads, st.Evictions = c.hits.Load(), c.misses.Load(), c.readAheads.Load(), c.evictions.Load()
+	}
+	return st
 }
 
 // Names returns the shard names.
@@ -179,18 +228,51 @@ const scanConcurrency = 16
 
 // checkListed checks the count listed for shard name in index against
 // the shard's size (see Opener.checkListed).
+// A cached shard's size is its copy's, with no request.
 func (s *Source) checkListed(ctx context.Context, name string, listed int, index string) error {
+	if s.cache != nil && remote(name) {
+		if size, ok := s.cache.cachedSize(name); ok {
+			return checkSize(name, listed, index, size)
+		}
+	}
 	return s.o.opener.checkListed(ctx, name, listed, index)
 }
 
-// count returns the records of shard name, read through its headers.
+// count returns the records of shard name, read through its headers (a
+// remote shard through the cache, which keeps it).
 func (s *Source) count(ctx context.Context, name string) (int, error) {
-	return s.o.opener.count(ctx, name, s.o.maxMember)
+	if s.cache == nil || !remote(name) {
+		return s.o.opener.count(ctx, name, s.o.maxMember)
+	}
+	rc, err := s.cache.open(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	t := NewTarReader(name, rc, s.o.maxMember)
+	defer t.Close()
+	return t.Count(ctx)
+}
+
+// open returns a reader of shard name, through the cache if there is one.
+func (s *Source) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if s.cache == nil || !remote(name) {
+		return s.o.opener.Open(ctx, name)
+	}
+	rc, err := s.cache.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for j := 1; j <= s.cache.ahead && j < len(s.names); j++ {
+		if next := s.names[(s.pos[name]+j)%len(s.names)]; remote(next) {
+			s.cache.readAhead(next)
+		}
+	}
+	return rc, nil
 }
 
 // Open starts reading a shard from its first sample.
 func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
-	rc, err := s.o.opener.Open(ctx, shard.Name)
+	rc, err := s.open(ctx, shard.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +360,12 @@ func (o *Opener) checkListed(ctx context.Context, name string, listed int, index
 	if err != nil {
 		return err
 	}
+	return checkSize(name, listed, index, size)
+}
+
+// checkSize checks the count listed for shard name in index against its
+// size; -1 is unknown.
+func checkSize(name string, listed int, index string, size int64) error {
 	if most := max(size-512, 0) / minSampleBytes; size >= 0 && int64(listed) > most {
 		return fmt.Errorf("shards: %s: listed with %d samples in %s, but its %d bytes hold %d at most", name, listed, index, size, most)
 	}
