@@ -504,7 +504,7 @@ func (d *download) fetch() {
 	c := d.c
 	r, err := c.o.openRemote(c.ctx, d.name, 0, "", -1)
 	if err != nil {
-		d.update(func() { d.state, d.err = failed, err })
+		d.fail(err)
 		return
 	}
 	defer r.Close()
@@ -550,7 +550,7 @@ func (d *download) fetch() {
 		if rerr != nil {
 			f.Close()
 			os.Remove(f.Name())
-			d.update(func() { d.state, d.err = failed, rerr })
+			d.fail(rerr)
 			return
 		}
 	}
@@ -566,6 +566,16 @@ func (d *download) fetch() {
 		d.drop(f, err, true)
 		return
 	}
+}
+
+// fail ends the download with err, its readers' error, unless it is
+// the cache's close: then they go on from the server.
+func (d *download) fail(err error) {
+	if d.c.ctx.Err() != nil {
+		d.update(func() { d.state = abandoned })
+		return
+	}
+	d.update(func() { d.state, d.err = failed, err })
 }
 
 // commit syncs and closes the temp file f, writes the shard's .meta and

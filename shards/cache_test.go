@@ -159,7 +159,8 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 }
 
 // TestCacheFirstRecordBeforeTheDownloadEnds: a reader reads the file as
-// it grows; Close cancels the download.
+// it grows; Close cancels the download, and the reader reads the rest
+// from the server.
 func TestCacheFirstRecordBeforeTheDownloadEnds(t *testing.T) {
 	f, urls, _ := cacheServer(t, 2000)
 	f.inject(func(f *faultServer) { f.stalls, f.stallAt, f.stallFor = 1, 1<<20, time.Minute })
@@ -177,12 +178,26 @@ func TestCacheFirstRecordBeforeTheDownloadEnds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "s000000", rec.Key)
 	assert.Less(t, time.Since(t0), 20*time.Second, "not the minute the download stalls for")
-	require.NoError(t, r.Close())
 	t0 = time.Now()
 	require.NoError(t, src.Close())
 	assert.Less(t, time.Since(t0), 20*time.Second, "Close cancels the stalled download")
 	names, _ := cachedFiles(t, src.o.cacheDir)
 	assert.Empty(t, names, "a download cut short is not cached")
+	// The reader goes on from the server where the file stopped.
+	n := 1
+	for ; ; n++ {
+		rec, err := r.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("s%06d", n), rec.Key)
+	}
+	assert.Equal(t, 2000, n)
+	require.NoError(t, r.Close())
+	reqs := f.requests()
+	require.Len(t, reqs, 4, "%q", reqs)
+	assert.Regexp(t, `^/train-0000.tar bytes=\d+-$`, reqs[3], "the rest, after the bytes in the file")
 }
 
 // TestCacheSharedByGoroutines: Sources with Openers of their own, as
