@@ -647,15 +647,16 @@ func (d *download) follow(ctx context.Context) (io.ReadCloser, error) {
 		d.mu.Lock()
 	}
 	state, err, path := d.state, d.err, d.tmp
+	var f *os.File
+	if state != failed && path != "" {
+		// Opened under mu, which the rename to the cached name holds.
+		f, err = os.Open(path)
+	}
 	d.mu.Unlock()
 	switch {
 	case state == failed:
 		return nil, err
-	case path == "": // abandoned before a byte was written
-		return d.c.o.Open(ctx, d.name)
-	}
-	f, err := os.Open(path)
-	if err != nil { // dropped meanwhile
+	case f == nil: // abandoned before a byte was written, or dropped since
 		return d.c.o.Open(ctx, d.name)
 	}
 	return &follower{d: d, ctx: ctx, f: d.c.use(d.key, f, nil)}, nil
