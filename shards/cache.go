@@ -44,7 +44,11 @@ const DefaultCacheReadAhead = 2
 // where D is the downloads in flight on the node (the shards being read
 // for the first time, plus CacheReadAhead per process). To make room, the
 // least recently used shards are removed (a read sets a shard's mtime),
-// never one being read. A shard larger than limit is streamed, not kept.
+// never one being read from dir. (A process reading a shard from its own
+// download holds no lock on it: another process may remove the file,
+// which unix keeps for the reader until it closes it.) A shard larger
+// than limit, or whose size the server does not say, is streamed, not
+// kept.
 //
 // Processes: the processes of a node (ranks, jobs) may share dir. A
 // shard is downloaded once per node: its downloader holds an exclusive
@@ -56,9 +60,12 @@ const DefaultCacheReadAhead = 2
 // Trust: the cache is trusted for as long as it exists, as Mosaic
 // Streaming's is: a shard found in dir is not checked against the server,
 // so a shard replaced on the server under the same URL is read from the
-// cache until its file is removed. To invalidate, remove dir (or the
-// files of a shard, "*-<base name>*") between jobs; a shard's size and
-// ETag at download are in its .meta file.
+// cache until its file is removed. The one check that costs no request:
+// a shard list that gives a shard's size (filesize, as BuildShardList
+// writes for local shards) drops a cached copy of another size when the
+// Source lists its shards. To invalidate, remove dir (or the files of a
+// shard, "*-<base name>*") between jobs; a shard's size and ETag at
+// download are in its .meta file.
 //
 // Faults: when dir cannot be made or written (a read-only or missing
 // mount, a full disk), the Source logs one warning (log/slog) and
@@ -247,6 +254,30 @@ func (c *cache) cachedSize(name string) (int64, bool) {
 		return 0, false
 	}
 	return c.complete(key(name), name)
+}
+
+// dropStale removes the cached copy of name if its size is not size (a
+// shard list's filesize), unless it is being read or downloaded.
+func (c *cache) dropStale(name string, size int64) {
+	k := key(name)
+	if got, ok := c.cachedSize(name); !ok || got == size {
+		return
+	}
+	lk, err := openLock(c.path(k) + ".lock")
+	if err != nil {
+		return
+	}
+	defer lk.close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inUse[k] > 0 || c.downloads[k] != nil || !lk.try(true) {
+		return
+	}
+	if got, ok := c.complete(k, name); ok && got != size {
+		os.Remove(c.path(k) + ".meta")
+		os.Remove(c.path(k))
+		slog.Info("shards: cached shard is stale: its size differs from the shard list's", "shard", name, "cached", got, "listed", size)
+	}
 }
 
 // open returns a reader of the remote shard name: its cached copy, a

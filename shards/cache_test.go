@@ -483,3 +483,39 @@ func TestCacheOptionErrors(t *testing.T) {
 		assert.EqualError(t, err, tc.want)
 	}
 }
+
+// TestCacheDropsAShardOfAnotherSizeThanListed: a shard list's filesize is
+// the one staleness check that costs no request.
+func TestCacheDropsAShardOfAnotherSizeThanListed(t *testing.T) {
+	f, urls, data := cacheServer(t, 20, 20)
+	dir := t.TempDir()
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	src, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30), CacheReadAhead(0))
+	require.NoError(t, err)
+	defer src.Close()
+	for i, u := range urls {
+		assert.Equal(t, data[i], readShard(t, src, u))
+	}
+	// Shard 1 is made again, with 30 samples, and listed again.
+	paths, _ := writeShards(t, f.dir, 20, 30)
+	l, err := BuildShardList(context.Background(), nil, paths)
+	require.NoError(t, err)
+	list, err := json.Marshal(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "shardlist.json"), list, 0o644))
+	want, err := os.ReadFile(paths[1])
+	require.NoError(t, err)
+	shardRequests(f)
+
+	again, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30), CacheReadAhead(0))
+	require.NoError(t, err)
+	defer again.Close()
+	infos, err := again.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 30, infos[1].Samples)
+	assert.Equal(t, 1, shardRequests(f), "shard 0 is cached and its size agrees; shard 1's size is asked")
+	assert.Equal(t, data[0], readShard(t, again, urls[0]))
+	assert.Equal(t, want, readShard(t, again, urls[1]))
+	assert.Equal(t, 1, shardRequests(f), "shard 1 downloaded again")
+}

@@ -169,6 +169,7 @@ func (s *Source) Opener() *Opener { return s.o.opener }
 // the others.
 func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	var known map[string]int
+	var sizes map[string]int64
 	index, required := s.o.index, s.o.indexSet
 	if !required && remote(s.names[0]) {
 		index = dir(s.names[0]) + "shardlist.json"
@@ -187,7 +188,7 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		case !found && required:
 			return nil, fmt.Errorf("shards: index %s: not found", index)
 		case found:
-			if known, err = listedCounts(index, data); err != nil {
+			if known, sizes, err = listedCounts(index, data); err != nil {
 				return nil, err
 			}
 		}
@@ -199,6 +200,9 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		out[i].Name = name
 		listed, ok := known[name]
 		g.Go(func() error {
+			if s.cache != nil && sizes[name] > 0 && remote(name) {
+				s.cache.dropStale(name, sizes[name])
+			}
 			if ok && listed > 0 {
 				out[i].Samples = listed
 				return s.checkListed(gctx, name, listed, index)
@@ -326,25 +330,32 @@ func (r *listedReader) Close() error { return r.t.Close() }
 // shard listed twice with two counts and counts whose sum overflows are
 // errors naming the list and the shard. Counts are claims: Shards checks
 // each against its shard's size before anything is sized by it.
-func listedCounts(index string, data []byte) (map[string]int, error) {
+//
+// It also returns the sizes the list gives (filesize), by name: a cached
+// copy of another size is stale.
+func listedCounts(index string, data []byte) (map[string]int, map[string]int64, error) {
 	var l ShardList
 	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("shards: index %s: %w", index, err)
+		return nil, nil, fmt.Errorf("shards: index %s: %w", index, err)
 	}
 	known := make(map[string]int, len(l.Shards))
+	sizes := map[string]int64{}
 	total := 0
 	for _, e := range l.Shards {
 		name := resolve(index, e.URL)
 		if e.Samples < 0 || total > math.MaxInt-e.Samples {
-			return nil, fmt.Errorf("shards: index %s: %q has %d samples, want 0 to %d in all", index, e.URL, e.Samples, math.MaxInt)
+			return nil, nil, fmt.Errorf("shards: index %s: %q has %d samples, want 0 to %d in all", index, e.URL, e.Samples, math.MaxInt)
 		}
 		if n, dup := known[name]; dup && n != e.Samples {
-			return nil, fmt.Errorf("shards: index %s: %q is listed twice, with %d and %d samples", index, e.URL, n, e.Samples)
+			return nil, nil, fmt.Errorf("shards: index %s: %q is listed twice, with %d and %d samples", index, e.URL, n, e.Samples)
 		}
 		known[name] = e.Samples
 		total += e.Samples
+		if e.Bytes > 0 {
+			sizes[name] = e.Bytes
+		}
 	}
-	return known, nil
+	return known, sizes, nil
 }
 
 // minSampleBytes is the fewest bytes a sample takes in a tar: the header
