@@ -11,7 +11,8 @@
 // timeouts, dropped connections, truncated bodies) are retried with
 // backoff from the byte they stopped at, counted in Opener.Retries.
 // Heavy clients (the AWS SDK for s3://) are imported here only, never by
-// engine, collate or pinned.
+// engine, collate or pinned. The Cache option keeps remote shards on
+// local disk within a byte budget, shared by the processes of a node.
 //
 // Untrusted sizes bound nothing until checked against bytes that exist: a
 // tar member is read into a buffer that grows as its bytes arrive (a

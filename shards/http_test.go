@@ -36,7 +36,7 @@ type faultServer struct {
 	log      []string // "path range" of every request
 }
 
-func newFaultServer(t *testing.T) *faultServer {
+func newFaultServer(t testing.TB) *faultServer {
 	f := &faultServer{dir: t.TempDir(), status: map[string]int{}}
 	files := http.FileServer(http.Dir(f.dir))
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,10 +51,18 @@ type Opener struct {
 	// means DefaultRetries; negative, none.
 	MaxRetries int
 	// Backoff is the wait before the first retry, doubling at each retry
-	// in a row up to 32 times; 0 means DefaultBackoff.
+	// in a row up to 32 times; 0 means DefaultBackoff. Each wait is drawn
+	// at random between half and all of that ("equal jitter"), from a
+	// generator of the Opener's own, so that ranks hit by one outage do
+	// not retry in lockstep.
 	Backoff time.Duration
 
-	retried atomic.Int64
+	retried  atomic.Int64
+	requests atomic.Int64
+	fetched  atomic.Int64
+
+	randMu sync.Mutex
+	rand   *rand.Rand // nil until the first retry
 
 	httpOnce sync.Once
 	client   *http.Client
@@ -84,13 +93,30 @@ func (o *Opener) maxRetries() int {
 	return o.MaxRetries
 }
 
-// backoff is the wait before retry number n in a row (from 1).
+// Requests returns the remote requests made so far (each GET, first or
+// resumed), over every shard and file this Opener has read.
+func (o *Opener) Requests() int64 { return o.requests.Load() }
+
+// BytesFetched returns the bytes read from remote response bodies so
+// far, over every shard and file this Opener has read.
+func (o *Opener) BytesFetched() int64 { return o.fetched.Load() }
+
+// backoff is the wait before retry number n in a row (from 1): half of
+// the doubled Backoff plus a random part of the other half.
 func (o *Opener) backoff(n int) time.Duration {
 	d := o.Backoff
 	if d <= 0 {
 		d = DefaultBackoff
 	}
-	return d << min(n-1, 5)
+	d <<= min(n-1, 5)
+	o.randMu.Lock()
+	defer o.randMu.Unlock()
+	if o.rand == nil {
+		// Seeded from the runtime's random source: every Opener, in every
+		// process, draws its own waits.
+		o.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return d/2 + time.Duration(o.rand.Int64N(int64(d-d/2)+1))
 }
 
 func (o *Opener) httpClient() *http.Client {
@@ -184,6 +210,20 @@ func parse(name string) (k kind, a, b string, err error) {
 // reads resume after transient failures (see Opener); every error names
 // the shard.
 func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	k, a, _, err := parse(name)
+	if err != nil {
+		return nil, err
+	}
+	if k == local {
+		return os.Open(a)
+	}
+	return o.openRemote(ctx, name, 0, "", -1)
+}
+
+// openRemote returns a reader of the remote shard name from byte off,
+// connected. A version or total not "" or -1 is what an earlier read of
+// the shard found: a response that differs is an error.
+func (o *Opener) openRemote(ctx context.Context, name string, off int64, version string, total int64) (*remoteReader, error) {
 	k, a, b, err := parse(name)
 	if err != nil {
 		return nil, err
@@ -191,7 +231,7 @@ func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	var f fetcher
 	switch k {
 	case local:
-		return os.Open(a)
+		return nil, fmt.Errorf("shards: %s: not a remote shard", name)
 	case viaHTTP:
 		f = o.httpFetcher(a)
 	case viaS3:
@@ -201,7 +241,7 @@ func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		}
 		f = s3Fetcher(c, a, b)
 	}
-	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, total: -1}
+	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, total: total, version: version}
 	// Connect now, so that a missing shard or bad credentials fail Open.
 	if err := r.connect(); err != nil {
 		return nil, err
@@ -337,6 +377,7 @@ func (r *remoteReader) connect() error {
 		}
 		ctx, cancel := context.WithCancelCause(r.ctx)
 		timer := time.AfterFunc(r.o.timeout(), func() { cancel(errIdle) })
+		r.o.requests.Add(1)
 		body, info, err := r.fetch(ctx, r.off)
 		timer.Stop()
 		if err == nil {
@@ -427,6 +468,7 @@ func (r *remoteReader) Read(p []byte) (int, error) {
 		r.off += int64(n)
 		if n > 0 {
 			r.fails = 0
+			r.o.fetched.Add(int64(n))
 		}
 		if err == nil {
 			return n, nil

@@ -3,6 +3,8 @@ package shards
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +250,87 @@ func TestS3CABundle(t *testing.T) {
 	_, err = readVia(o2, context.Background(), "s3://data/a.tar")
 	assert.ErrorContains(t, err, "shards: s3://data/a.tar: ")
 	assert.ErrorContains(t, err, "certificate", "no bundle: the server's certificate is unknown")
+}
+
+// TestS3CacheEpochTwoMakesNoRequests: over S3, the scan downloads each
+// shard into the cache; epochs 0 and 1 make no request.
+func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
+	dir := t.TempDir()
+	paths, pattern := writeShards(t, dir, 30, 25, 40)
+	s3Bucket(t, "data", paths...)
+	local, err := New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	want := epochs(t, local, 2)
+
+	cacheDir := t.TempDir()
+	o := &Opener{}
+	defer o.CloseIdleConnections()
+	src, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
+	require.NoError(t, err)
+	defer src.Close()
+	d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{ShuffleBuffer: 10})
+	require.NoError(t, err)
+	listing := o.Requests()
+	assert.EqualValues(t, 3, listing-o.Retried(), "the scan downloads each shard into the cache")
+	l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})
+	require.NoError(t, err)
+	defer l.Close()
+	var got [][][]byte
+	for e := range 2 {
+		_, data, err := batches(t, l, e)
+		require.NoError(t, err)
+		got = append(got, data)
+	}
+	assert.Equal(t, listing, o.Requests(), "both epochs read the cache")
+	assert.Equal(t, want, got)
+	for _, p := range paths {
+		name := "s3://data/" + filepath.Base(p)
+		meta, err := os.ReadFile(filepath.Join(cacheDir, key(name)+".meta"))
+		require.NoError(t, err)
+		var m entryMeta
+		require.NoError(t, json.Unmarshal(meta, &m))
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, entryMeta{URL: name, Size: fi.Size(), ETag: m.ETag}, m)
+	}
+	st := src.CacheStats()
+	assert.EqualValues(t, 3, st.Misses)
+	assert.EqualValues(t, 6, st.Hits)
+}
+
+// TestS3CacheChecksTheETag: a shard whose bytes do not hash to its S3
+// ETag (an MD5, for an object uploaded in one part) is read, but not
+// cached; one that does is.
+func TestS3CacheChecksTheETag(t *testing.T) {
+	want := bytes.Repeat([]byte("shard bytes "), 1000)
+	sum := md5.Sum(want)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		etag := map[string]string{"/data/good.tar": hex.EncodeToString(sum[:]), "/data/bad.tar": strings.Repeat("0", 32)}[r.URL.Path]
+		if etag == "" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"`+etag+`"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(want))
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	log := logs(t)
+	dir := t.TempDir()
+	o := &Opener{MaxRetries: -1}
+	defer o.CloseIdleConnections()
+	src, err := FromNames([]string{"s3://data/good.tar", "s3://data/bad.tar"}, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<20), CacheReadAhead(0))
+	require.NoError(t, err)
+	defer src.Close()
+	for _, name := range []string{"s3://data/good.tar", "s3://data/bad.tar"} {
+		assert.Equal(t, want, readShard(t, src, name))
+	}
+	src.Close()
+	names, _ := cachedFiles(t, dir)
+	assert.Equal(t, []string{key("s3://data/good.tar")}, names)
+	assert.Contains(t, log.String(), "s3://data/bad.tar: downloaded bytes with MD5 "+hex.EncodeToString(sum[:]))
+	assert.NotContains(t, log.String(), "cache off", "a bad shard does not turn the cache off")
 }

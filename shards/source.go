@@ -11,7 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -35,9 +36,11 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 // local file, reading the whole shard for a remote one (hence the list).
 type Source struct {
 	names  []string
+	pos    map[string]int // of each name in names
 	schema collate.Schema
 	decode DecodeFunc
 	o      options
+	cache  *cache // nil without the Cache option
 }
 
 // Option configures a Source.
@@ -48,6 +51,12 @@ type options struct {
 	index     string
 	indexSet  bool
 	maxMember int64
+
+	cacheDir     string
+	cacheLimit   int64
+	cacheSet     bool
+	readAhead    int
+	readAheadSet bool
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
@@ -94,12 +103,53 @@ func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ..
 	if s.o.opener == nil {
 		s.o.opener = &Opener{}
 	}
-	for _, n := range names {
+	s.pos = make(map[string]int, len(names))
+	for i, n := range names {
 		if _, _, _, err := parse(n); err != nil {
 			return nil, err
 		}
+		if _, dup := s.pos[n]; !dup {
+			s.pos[n] = i
+		}
+	}
+	if s.o.cacheSet {
+		switch {
+		case s.o.cacheDir == "":
+			return nil, fmt.Errorf("shards: Cache: no folder")
+		case s.o.cacheLimit <= 0:
+			return nil, fmt.Errorf("shards: Cache: limit %d bytes, want > 0", s.o.cacheLimit)
+		case s.o.readAhead < 0:
+			return nil, fmt.Errorf("shards: CacheReadAhead: %d, want >= 0", s.o.readAhead)
+		}
+		ahead := DefaultCacheReadAhead
+		if s.o.readAheadSet {
+			ahead = s.o.readAhead
+		}
+		s.cache = newCache(s.o.cacheDir, s.o.cacheLimit, ahead, s.o.opener)
 	}
 	return s, nil
+}
+
+// Close cancels the downloads into the cache in flight (see Cache) and
+// waits for them to end. The Source can still be read: from the cache
+// where a shard is in it, else streaming, with no new download. It
+// returns nil.
+func (s *Source) Close() error {
+	if s.cache != nil {
+		s.cache.close()
+	}
+	return nil
+}
+
+// CacheStats returns the counts of the Source's remote reads and of its
+// cache (all zero but Requests and BytesFetched without one). Requests
+// and BytesFetched are its Opener's, which UseOpener may share.
+func (s *Source) CacheStats() CacheStats {
+	st := CacheStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched()}
+	if c := s.cache; c != nil {
+		st.Hits, st.Misses, st.ReadAheads, st.Evictions = c.hits.Load(), c.misses.Load(), c.readAheads.Load(), c.evictions.Load()
+	}
+	return st
 }
 
 // Names returns the shard names.
@@ -114,9 +164,12 @@ func (s *Source) Retries() int64 { return s.o.opener.Retried() }
 // Opener returns the Opener the shards are read with.
 func (s *Source) Opener() *Opener { return s.o.opener }
 
-// Shards returns the shards with their sample counts (see Source).
+// Shards returns the shards with their sample counts (see Source),
+// checking or scanning 16 shards at a time; the first that fails cancels
+// the others.
 func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	var known map[string]int
+	var sizes map[string]int64
 	index, required := s.o.index, s.o.indexSet
 	if !required && remote(s.names[0]) {
 		index = dir(s.names[0]) + "shardlist.json"
@@ -135,52 +188,95 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		case !found && required:
 			return nil, fmt.Errorf("shards: index %s: not found", index)
 		case found:
-			if known, err = listedCounts(index, data); err != nil {
+			if known, sizes, err = listedCounts(index, data); err != nil {
 				return nil, err
 			}
 		}
 	}
 	out := make([]engine.ShardInfo, len(s.names))
-	errs := make([]error, len(s.names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(scanConcurrency)
 	for i, name := range s.names {
 		out[i].Name = name
 		listed, ok := known[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = context.Cause(ctx)
-				return
+		g.Go(func() error {
+			if s.cache != nil && sizes[name] > 0 && remote(name) {
+				s.cache.dropStale(name, sizes[name])
 			}
-			defer func() { <-sem }()
 			if ok && listed > 0 {
-				out[i].Samples, errs[i] = listed, s.o.opener.checkListed(ctx, name, listed, index)
-				return
+				out[i].Samples = listed
+				return s.checkListed(gctx, name, listed, index)
 			}
-			out[i].Samples, errs[i] = s.o.opener.count(ctx, name, s.o.maxMember)
-			if ok && errs[i] == nil && out[i].Samples != listed {
+			n, err := s.count(gctx, name)
+			if err != nil {
+				return err
+			}
+			if ok && n != listed {
 				// A shard listed empty is never opened: its count is checked
 				// here, which costs little, as it should be empty.
-				errs[i] = fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, out[i].Samples, listed, index)
+				return fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, n, listed, index)
 			}
-		}()
+			out[i].Samples = n
+			return nil
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
+// scanConcurrency bounds the shards checked or scanned at once by
+// Source.Shards and BuildShardList.
+const scanConcurrency = 16
+
+// checkListed checks the count listed for shard name in index against
+// the shard's size (see Opener.checkListed).
+// A cached shard's size is its copy's, with no request.
+func (s *Source) checkListed(ctx context.Context, name string, listed int, index string) error {
+	if s.cache != nil && remote(name) {
+		if size, ok := s.cache.cachedSize(name); ok {
+			return checkSize(name, listed, index, size)
+		}
+	}
+	return s.o.opener.checkListed(ctx, name, listed, index)
+}
+
+// count returns the records of shard name, read through its headers (a
+// remote shard through the cache, which keeps it).
+func (s *Source) count(ctx context.Context, name string) (int, error) {
+	if s.cache == nil || !remote(name) {
+		return s.o.opener.count(ctx, name, s.o.maxMember)
+	}
+	rc, err := s.cache.open(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	t := NewTarReader(name, rc, s.o.maxMember)
+	defer t.Close()
+	return t.Count(ctx)
+}
+
+// open returns a reader of shard name, through the cache if there is one.
+func (s *Source) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if s.cache == nil || !remote(name) {
+		return s.o.opener.Open(ctx, name)
+	}
+	rc, err := s.cache.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for j := 1; j <= s.cache.ahead && j < len(s.names); j++ {
+		if next := s.names[(s.pos[name]+j)%len(s.names)]; remote(next) {
+			s.cache.readAhead(next)
+		}
+	}
+	return rc, nil
+}
+
 // Open starts reading a shard from its first sample.
 func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
-	rc, err := s.o.opener.Open(ctx, shard.Name)
+	rc, err := s.open(ctx, shard.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -234,25 +330,32 @@ func (r *listedReader) Close() error { return r.t.Close() }
 // shard listed twice with two counts and counts whose sum overflows are
 // errors naming the list and the shard. Counts are claims: Shards checks
 // each against its shard's size before anything is sized by it.
-func listedCounts(index string, data []byte) (map[string]int, error) {
+//
+// It also returns the sizes the list gives (filesize), by name: a cached
+// copy of another size is stale.
+func listedCounts(index string, data []byte) (map[string]int, map[string]int64, error) {
 	var l ShardList
 	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("shards: index %s: %w", index, err)
+		return nil, nil, fmt.Errorf("shards: index %s: %w", index, err)
 	}
 	known := make(map[string]int, len(l.Shards))
+	sizes := map[string]int64{}
 	total := 0
 	for _, e := range l.Shards {
 		name := resolve(index, e.URL)
 		if e.Samples < 0 || total > math.MaxInt-e.Samples {
-			return nil, fmt.Errorf("shards: index %s: %q has %d samples, want 0 to %d in all", index, e.URL, e.Samples, math.MaxInt)
+			return nil, nil, fmt.Errorf("shards: index %s: %q has %d samples, want 0 to %d in all", index, e.URL, e.Samples, math.MaxInt)
 		}
 		if n, dup := known[name]; dup && n != e.Samples {
-			return nil, fmt.Errorf("shards: index %s: %q is listed twice, with %d and %d samples", index, e.URL, n, e.Samples)
+			return nil, nil, fmt.Errorf("shards: index %s: %q is listed twice, with %d and %d samples", index, e.URL, n, e.Samples)
 		}
 		known[name] = e.Samples
 		total += e.Samples
+		if e.Bytes > 0 {
+			sizes[name] = e.Bytes
+		}
 	}
-	return known, nil
+	return known, sizes, nil
 }
 
 // minSampleBytes is the fewest bytes a sample takes in a tar: the header
@@ -268,6 +371,12 @@ func (o *Opener) checkListed(ctx context.Context, name string, listed int, index
 	if err != nil {
 		return err
 	}
+	return checkSize(name, listed, index, size)
+}
+
+// checkSize checks the count listed for shard name in index against its
+// size; -1 is unknown.
+func checkSize(name string, listed int, index string, size int64) error {
 	if most := max(size-512, 0) / minSampleBytes; size >= 0 && int64(listed) > most {
 		return fmt.Errorf("shards: %s: listed with %d samples in %s, but its %d bytes hold %d at most", name, listed, index, size, most)
 	}
@@ -366,25 +475,34 @@ type ShardEntry struct {
 }
 
 // BuildShardList counts the samples of the shards names (with o; nil
-// means a zero Opener) and returns their list, each named by its base
-// name, to be stored beside them as shardlist.json.
+// means a zero Opener), 16 at a time, and returns their list in the order
+// of names, each named by its base name, to be stored beside them as
+// shardlist.json. The first shard that fails cancels the others' reads.
 func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, error) {
 	if o == nil {
 		o = &Opener{}
 	}
-	l := ShardList{Kind: "wids-shard-index-v1", Version: 1}
-	for _, name := range names {
-		n, err := o.Count(ctx, name)
-		if err != nil {
-			return ShardList{}, err
-		}
-		e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
-		if k, path, _, _ := parse(name); k == local {
-			if fi, err := os.Stat(path); err == nil {
-				e.Bytes = fi.Size()
+	l := ShardList{Kind: "wids-shard-index-v1", Version: 1, Shards: make([]ShardEntry, len(names))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(scanConcurrency)
+	for i, name := range names {
+		g.Go(func() error {
+			n, err := o.Count(gctx, name)
+			if err != nil {
+				return err
 			}
-		}
-		l.Shards = append(l.Shards, e)
+			e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
+			if k, path, _, _ := parse(name); k == local {
+				if fi, err := os.Stat(path); err == nil {
+					e.Bytes = fi.Size()
+				}
+			}
+			l.Shards[i] = e
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return ShardList{}, err
 	}
 	return l, nil
 }

@@ -1,0 +1,458 @@
+package shards
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultCacheReadAhead is how many shards after the one opened a
+// cached Source fetches ahead of use, unless CacheReadAhead says.
+const DefaultCacheReadAhead = 2
+
+// Cache keeps the remote shards a Source reads (http://, https://,
+// s3://) in the folder dir, within limit bytes, so that later epochs and
+// a resumed job (a new process given the same dir) read them from local
+// disk with no request to the server. Local shards are read in place.
+//
+// A shard is written to dir as it downloads, and its readers read the
+// file as it grows: the first record does not wait for the whole shard.
+// The download goes on to the end when its reader stops early (another
+// rank's span, the next epoch). It is written to a temp file and renamed
+// to its name only after its size, and on S3 its ETag (the MD5 of a
+// shard uploaded in one part), match what the server said; a temp file
+// left by a crash is removed the next time a Source opens dir. A cached
+// shard is named by a hash of its URL followed by its base name
+// ("3f2a...-train-0001.tar"); a ".meta" file beside it holds its URL,
+// size and ETag, and a ".lock" file serializes its download.
+//
+// Bytes: the shards in dir take at most limit bytes, plus the shards
+// being downloaded, so dir holds at most limit + D × the largest shard,
+// where D is the downloads in flight on the node (the shards being read
+// for the first time, plus CacheReadAhead per process). To make room, the
+// least recently used shards are removed (a read sets a shard's mtime),
+// never one being read from dir. (A process reading a shard from its own
+// download holds no lock on it: another process may remove the file,
+// which unix keeps for the reader until it closes it.) A shard larger
+// than limit, or whose size the server does not say, is streamed, not
+// kept.
+//
+// Processes: the processes of a node (ranks, jobs) may share dir. A
+// shard is downloaded once per node: its downloader holds an exclusive
+// lock on its lock file (flock), the others wait for the lock and read
+// the file, and a reader holds a shared lock that keeps other processes
+// from evicting the shard. On Windows there is no cross-process lock: give
+// each process its own dir there.
+//
+// Trust: the cache is trusted for as long as it exists, as Mosaic
+// Streaming's is: a shard found in dir is not checked against the server,
+// so a shard replaced on the server under the same URL is read from the
+// cache until its file is removed. The one check that costs no request:
+// a shard list that gives a shard's size (filesize, as BuildShardList
+// writes for local shards) drops a cached copy of another size when the
+// Source lists its shards. To invalidate, remove dir (or the files of a
+// shard, "*-<base name>*") between jobs; a shard's size and ETag at
+// download are in its .meta file.
+//
+// Faults: when dir cannot be made or written (a read-only or missing
+// mount, a full disk), the Source logs one warning (log/slog) and
+// streams from then on; a temp file cut short is removed, never renamed,
+// and the reads in progress complete from the server.
+//
+// Read-ahead: when a shard is opened, the next CacheReadAhead shards of
+// the Source's list (wrapping around) are fetched into dir in the
+// background, if not there already. That is the order an epoch reads
+// them in without StreamConfig.ShuffleShards; with it, the read-ahead
+// guesses wrong and costs its downloads, bounded by CacheReadAhead.
+// Close the Source to cancel the downloads in flight.
+//
+// Source.CacheStats counts the requests, bytes, hits, misses and
+// evictions.
+func Cache(dir string, limit int64) Option {
+	return func(o *options) { o.cacheDir, o.cacheLimit, o.cacheSet = dir, limit, true }
+}
+
+// CacheReadAhead sets the shards fetched into the cache ahead of use (see
+// Cache): DefaultCacheReadAhead by default, 0 for none.
+func CacheReadAhead(n int) Option {
+	return func(o *options) { o.readAhead, o.readAheadSet = n, true }
+}
+
+// CacheStats are the counts of a Source's remote reads and its cache.
+type CacheStats struct {
+	Requests     int64 // remote GETs by the Source's Opener (first or resumed)
+	BytesFetched int64 // bytes of their response bodies
+	Hits         int64 // shard opens served from dir or from a download already in flight
+	Misses       int64 // shard opens that started a download or streamed
+	ReadAheads   int64 // downloads started ahead of use
+	Evictions    int64 // shards removed to make room
+}
+
+// cacheWrite writes a downloaded chunk to its temp file; tests swap it to
+// inject faults (a full disk).
+var cacheWrite = func(f *os.File, p []byte) (int, error) { return f.Write(p) }
+
+// cache is a Source's view of a cache folder.
+type cache struct {
+	dir   string
+	limit int64
+	ahead int
+	o     *Opener
+
+	ctx    context.Context // of the downloads, cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	setup  sync.Once
+
+	mu        sync.Mutex
+	off       error                // why the cache is off; nil while on
+	closed    bool                 //
+	downloads map[string]*download // in flight, by key
+	inUse     map[string]int       // readers of each key
+	reserved  int64                // bytes of the downloads in flight
+	aheadNow  int                  // read-ahead downloads in flight
+
+	hits, misses, readAheads, evictions atomic.Int64
+}
+
+func newCache(dir string, limit int64, ahead int, o *Opener) *cache {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &cache{dir: dir, limit: limit, ahead: ahead, o: o, ctx: ctx, cancel: cancel,
+		downloads: map[string]*download{}, inUse: map[string]int{}}
+}
+
+// close cancels the downloads in flight and waits for them.
+func (c *cache) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// disable turns the cache off for good, with a warning.
+func (c *cache) disable(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.off == nil {
+		c.off = err
+		slog.Warn("shards: local shard cache off, streaming instead", "dir", c.dir, "err", err)
+	}
+}
+
+func (c *cache) isOff() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.off != nil
+}
+
+// ready makes dir and removes the temp files that crashed downloads left,
+// once.
+func (c *cache) ready() {
+	c.setup.Do(func() {
+		if err := os.MkdirAll(c.dir, 0o755); err != nil {
+			c.disable(err)
+			return
+		}
+		ents, err := os.ReadDir(c.dir)
+		if err != nil {
+			c.disable(err)
+			return
+		}
+		for _, e := range ents {
+			key, _, ok := strings.Cut(e.Name(), ".part-")
+			if !ok {
+				continue
+			}
+			key = strings.TrimSuffix(key, ".meta")
+			// A download in flight holds its lock; a crashed one does not.
+			lk, err := openLock(c.path(key) + ".lock")
+			if err != nil {
+				c.disable(err)
+				return
+			}
+			if lk.try(true) {
+				os.Remove(filepath.Join(c.dir, e.Name()))
+			}
+			lk.close()
+		}
+	})
+}
+
+// key names the cached copy of shard name: a hash of the URL, for
+// uniqueness, then its base name, for people.
+func key(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	base = strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, base)
+	if len(base) > 100 {
+		base = base[len(base)-100:]
+	}
+	return hex.EncodeToString(sum[:8]) + "-" + base
+}
+
+// isKey reports whether n is the name of a cached shard: a key, no
+// suffix of ours. Other files in the folder are not the cache's.
+func isKey(n string) bool {
+	if len(n) < 18 || n[16] != '-' || strings.Contains(n, ".part-") || strings.HasSuffix(n, ".meta") || strings.HasSuffix(n, ".lock") {
+		return false
+	}
+	_, err := hex.DecodeString(n[:16])
+	return err == nil
+}
+
+func (c *cache) path(key string) string { return filepath.Join(c.dir, key) }
+
+// entryMeta is the .meta file of a cached shard.
+type entryMeta struct {
+	URL  string `json:"url"`
+	Size int64  `json:"size"`
+	ETag string `json:"etag,omitempty"`
+}
+
+// complete returns the size of the cached copy of name, if whole: its
+// file and .meta exist and agree.
+func (c *cache) complete(k, name string) (int64, bool) {
+	data, err := os.ReadFile(c.path(k) + ".meta")
+	if err != nil {
+		return 0, false
+	}
+	var m entryMeta
+	if json.Unmarshal(data, &m) != nil || m.URL != name {
+		return 0, false
+	}
+	fi, err := os.Stat(c.path(k))
+	if err != nil || fi.Size() != m.Size || !fi.Mode().IsRegular() {
+		return 0, false
+	}
+	return m.Size, true
+}
+
+// cachedSize returns the size of the cached copy of name, if any, with
+// no request.
+func (c *cache) cachedSize(name string) (int64, bool) {
+	c.ready()
+	if c.isOff() {
+		return 0, false
+	}
+	return c.complete(key(name), name)
+}
+
+// dropStale removes the cached copy of name if its size is not size (a
+// shard list's filesize), unless it is being read or downloaded.
+func (c *cache) dropStale(name string, size int64) {
+	k := key(name)
+	if got, ok := c.cachedSize(name); !ok || got == size {
+		return
+	}
+	lk, err := openLock(c.path(k) + ".lock")
+	if err != nil {
+		return
+	}
+	defer lk.close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inUse[k] > 0 || c.downloads[k] != nil || !lk.try(true) {
+		return
+	}
+	if got, ok := c.complete(k, name); ok && got != size {
+		os.Remove(c.path(k) + ".meta")
+		os.Remove(c.path(k))
+		slog.Info("shards: cached shard is stale: its size differs from the shard list's", "shard", name, "cached", got, "listed", size)
+	}
+}
+
+// open returns a reader of the remote shard name: its cached copy, a
+// download's file as it grows, or, with the cache off, the server's.
+func (c *cache) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	c.ready()
+	k := key(name)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		c.mu.Lock()
+		off, d := c.off != nil, c.downloads[k]
+		c.mu.Unlock()
+		switch {
+		case off:
+			c.misses.Add(1)
+			return c.o.Open(ctx, name)
+		case d != nil:
+			c.hits.Add(1)
+			return d.follow(ctx)
+		}
+		lk, err := openLock(c.path(k) + ".lock")
+		if err != nil {
+			c.disable(err)
+			continue
+		}
+		if lk.try(false) {
+			if _, ok := c.complete(k, name); ok {
+				if f, err := os.Open(c.path(k)); err == nil {
+					c.hits.Add(1)
+					now := time.Now()
+					os.Chtimes(c.path(k), now, now) // for LRU
+					return c.use(k, f, lk), nil
+				}
+			}
+			lk.unlock()
+		}
+		if lk.try(true) {
+			if _, ok := c.complete(k, name); ok { // downloaded meanwhile
+				lk.close()
+				continue
+			}
+			c.misses.Add(1)
+			if d := c.start(name, k, lk, false); d != nil {
+				return d.follow(ctx)
+			}
+			return c.o.Open(ctx, name) // closed meanwhile
+		}
+		lk.close()
+		// Another process, or Source, downloads it: wait for its lock.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("shards: %s: waiting for its download into %s: %w", name, c.dir, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// readAhead starts fetching shard name into the cache in the background,
+// unless it is there or on its way, or CacheReadAhead downloads ahead are
+// in flight already.
+func (c *cache) readAhead(name string) {
+	k := key(name)
+	c.mu.Lock()
+	skip := c.off != nil || c.closed || c.downloads[k] != nil || c.aheadNow >= c.ahead
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	if _, ok := c.complete(k, name); ok {
+		return
+	}
+	lk, err := openLock(c.path(k) + ".lock")
+	if err != nil {
+		c.disable(err)
+		return
+	}
+	if !lk.try(true) {
+		lk.close()
+		return
+	}
+	if _, ok := c.complete(k, name); ok {
+		lk.close()
+		return
+	}
+	if c.start(name, k, lk, true) != nil {
+		c.readAheads.Add(1)
+	}
+}
+
+// use marks key k as read until the returned reader of f is closed.
+func (c *cache) use(k string, f *os.File, lk *fileLock) io.ReadCloser {
+	c.mu.Lock()
+	c.inUse[k]++
+	c.mu.Unlock()
+	return &cachedReader{File: f, done: func() {
+		if lk != nil {
+			lk.close()
+		}
+		c.mu.Lock()
+		if c.inUse[k]--; c.inUse[k] == 0 {
+			delete(c.inUse, k)
+		}
+		c.mu.Unlock()
+	}}
+}
+
+// cachedReader is a cached shard's file, marked as read until Close.
+type cachedReader struct {
+	*os.File
+	once sync.Once
+	done func()
+}
+
+func (r *cachedReader) Close() error {
+	err := r.File.Close()
+	r.once.Do(r.done)
+	return err
+}
+
+// reserve makes room for size bytes by evicting the least recently used
+// shards, not being read, and reports whether it did.
+func (c *cache) reserve(size int64) bool {
+	if size > c.limit {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type entry struct {
+		key  string
+		size int64
+		used time.Time
+	}
+	var ents []entry
+	var total int64
+	des, err := os.ReadDir(c.dir)
+	if err != nil {
+		return false
+	}
+	for _, de := range des {
+		n := de.Name()
+		if !isKey(n) || !de.Type().IsRegular() {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue
+		}
+		ents = append(ents, entry{n, fi.Size(), fi.ModTime()})
+		total += fi.Size()
+	}
+	need := total + c.reserved + size - c.limit
+	slices.SortFunc(ents, func(a, b entry) int { return a.used.Compare(b.used) })
+	for _, e := range ents {
+		if need <= 0 {
+			break
+		}
+		if c.inUse[e.key] > 0 || c.downloads[e.key] != nil {
+			continue
+		}
+		lk, err := openLock(c.path(e.key) + ".lock")
+		if err != nil {
+			continue
+		}
+		// A reader or downloader in another process holds the lock.
+		if lk.try(true) {
+			os.Remove(c.path(e.key) + ".meta")
+			if os.Remove(c.path(e.key)) == nil {
+				c.evictions.Add(1)
+				need -= e.size
+			}
+		}
+		lk.close()
+	}
+	if need > 0 {
+		return false
+	}
+	c.reserved += size
+	return true
+}
