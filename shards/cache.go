@@ -73,7 +73,7 @@ const DefaultCacheReadAhead = 2
 // Read-ahead: when a shard is opened, the next CacheReadAhead shards of
 // the Source's list (wrapping around) are fetched into dir in the
 // background, if not there already. That is the order an epoch reads
-// them in without StreamConfig.ShuffleShards; with it, the read-ahead
+// them in without IterableConfig.ShuffleShards; with it, the read-ahead
 // guesses wrong and costs its downloads, bounded by CacheReadAhead.
 // Close the Source to cancel the downloads in flight.
 //

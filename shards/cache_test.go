@@ -87,9 +87,9 @@ func readShard(t *testing.T, s *Source, name string) []byte {
 }
 
 // epochs loads epochs 0 to n-1 of src and returns each one's bytes.
-func epochs(t *testing.T, src engine.Stream, n int) [][][]byte {
-	sc := engine.StreamConfig{ShuffleBuffer: 10}
-	d, err := engine.FromStream(context.Background(), src, sc)
+func epochs(t *testing.T, src engine.Iterable, n int) [][][]byte {
+	sc := engine.IterableConfig{ShuffleBuffer: 10}
+	d, err := engine.FromIterable(context.Background(), src, sc)
 	require.NoError(t, err)
 	l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 	src, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
 	require.NoError(t, err)
 	defer src.Close()
-	d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{ShuffleBuffer: 10})
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})
 	require.NoError(t, err)
 	assert.Equal(t, len(urls), shardRequests(f), "listing: one request per shard, for its size")
 	l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})

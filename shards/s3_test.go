@@ -268,7 +268,7 @@ func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
 	src, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
 	require.NoError(t, err)
 	defer src.Close()
-	d, err := engine.FromStream(context.Background(), src, engine.StreamConfig{ShuffleBuffer: 10})
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})
 	require.NoError(t, err)
 	listing := o.Requests()
 	assert.EqualValues(t, 3, listing-o.Retried(), "the scan downloads each shard into the cache")
