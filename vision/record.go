@@ -70,9 +70,9 @@ func recordImage(rec engine.Record, ext string) (string, []byte, error) {
 			return e, b, nil
 		}
 	}
-	want := "an image member (" + strings.Join(recordImageExts, ", ") + ")"
+	want := "no image member (" + strings.Join(recordImageExts, ", ") + ")"
 	if ext != "" {
-		want = "a ." + ext + " member, nor " + want
+		want = "no ." + ext + " member nor any image member (" + strings.Join(recordImageExts, ", ") + ")"
 	}
 	return "", nil, fmt.Errorf("vision: %s: sample %q has %s; it has %s", rec.Shard, rec.Key, want, members(rec))
 }
@@ -91,9 +91,9 @@ func recordLabel(rec engine.Record, ext string) (int64, error) {
 		}
 	}
 	if !ok {
-		want := "a label member (" + strings.Join(recordLabelExts, ", ") + ")"
+		want := "no label member (" + strings.Join(recordLabelExts, ", ") + ")"
 		if ext != "" {
-			want = "a ." + ext + " member, nor " + want
+			want = "no ." + ext + " member nor any label member (" + strings.Join(recordLabelExts, ", ") + ")"
 		}
 		return 0, fmt.Errorf("vision: %s: sample %q has %s; it has %s", rec.Shard, rec.Key, want, members(rec))
 	}
