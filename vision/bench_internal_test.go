@@ -164,7 +164,7 @@ func BenchmarkCheckJPEG(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "us/image")
 		})
 		b.Run(name+"/train-fast", func(b *testing.B) {
-			d, err := New(nil, nil, Transform{Train: true, Size: 224, Mode: Fast}, MaxPixels(0))
+			d, err := NewPipeline(Transform{Train: true, Size: 224, Mode: Fast}, MaxPixels(0))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,10 +4,16 @@
 // Normalize) fused into one pass from the compressed file to the sample's
 // place in the pinned batch.
 //
+// The fused pass is a Pipeline: compressed bytes from any source in, one
+// sample's image field out. ImageFolder, FileList and New are lists of
+// files over one Pipeline; Pipeline.Record decodes the records of
+// WebDataset shards (package shards) with it. The same bytes, Transform
+// and RNG give the same bits whichever source they come from.
+//
 // JPEGs are decoded by libjpeg-turbo, loaded at run time (libjpeg.so.62,
 // Debian's libjpeg62-turbo), only over the rows and columns the crop
 // needs; Go's image/jpeg is the fallback where it cannot be loaded or cgo
-// is off, and JPEGDecoder says which one runs and why. PNG, the rest of
+// is off, and JPEGDecoderInfo says which one runs and why. PNG, the rest of
 // torchvision's extensions (BMP, TIFF, WebP, PPM and PGM) and any format
 // registered with Go's image package decode in Go. Images convert to RGB
 // as Pillow's convert("RGB") does.

@@ -5,7 +5,7 @@ import "math/rand/v2"
 // DecodeGeometry decodes the image at path with geometry g instead of one
 // drawn from an RNG: how the goldens are checked for a given crop box.
 func (d *Dataset) DecodeGeometry(path string, g Geometry, dst []byte) error {
-	return d.decodeFile(path, func(int, int) Geometry { return g }, dst)
+	return d.p.decodeFile(path, func(int, int) Geometry { return g }, dst)
 }
 
 // ResetDecoder forgets the JPEG decoder choice, so a test can make it

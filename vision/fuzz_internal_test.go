@@ -28,16 +28,16 @@ func FuzzDecode(f *testing.F) {
 	// a TIFF whose IFD points 4 GB past its end
 	f.Add([]byte("II*\x00\x08\x00\x00\x00\x01\x00\x11\x01\x04\x00\x02\x00\x00\x00\x00\x00\x00\xf0\x00\x00\x00\x00"), false, uint8(5))
 	tr := []Transform{Train(16), Eval(16), {Train: true, Size: 16, Mode: Fast}, {Size: 16, Mode: Fast}}
-	ds := make([]*Dataset, len(tr))
+	ds := make([]*Pipeline, len(tr))
 	for i := range ds {
-		d, err := New(nil, nil, tr[i], MaxPixels(1<<22))
+		d, err := NewPipeline(tr[i], MaxPixels(1<<22))
 		if err != nil {
 			f.Fatal(err)
 		}
 		defer d.Close()
 		ds[i] = d
 	}
-	goDecoder, err := New(nil, nil, tr[0], MaxPixels(1<<22))
+	goDecoder, err := NewPipeline(tr[0], MaxPixels(1<<22))
 	if err != nil {
 		f.Fatal(err)
 	}

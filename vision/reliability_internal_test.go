@@ -12,7 +12,7 @@ import (
 
 // decodeBytes decodes data with d's transform and the crop drawn from a
 // generator seeded with seed, on a fresh decoder.
-func decodeBytes(t testing.TB, d *Dataset, data []byte, seed uint64, dst []byte) error {
+func decodeBytes(t testing.TB, d *Pipeline, data []byte, seed uint64, dst []byte) error {
 	sc := &scratch{}
 	if hasNative {
 		require.NoError(t, sc.n.init(d.lib))
@@ -43,7 +43,7 @@ func TestCutFilesFailTheSameForEveryCrop(t *testing.T) {
 	for _, useLib := range []bool{true, false} {
 		for _, tr := range []Transform{Train(16), Eval(16), {Train: true, Size: 16, Mode: Fast}, {Size: 16, Mode: Fast},
 			{Train: true, Size: 6, Scale: [2]float64{0.9, 1}, Mode: Fast}} {
-			d, err := New(nil, nil, tr)
+			d, err := NewPipeline(tr)
 			require.NoError(t, err)
 			defer d.Close()
 			if !useLib {
