@@ -167,7 +167,7 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 			return err
 		}
 		if opener != nil {
-			rows[1].Retries = opener.Retried()
+			rows[1].Retries = opener.ReadRetries()
 		}
 		sb.rows = append(sb.rows, rows...)
 	}

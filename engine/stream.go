@@ -151,8 +151,8 @@ func (d *IterableDataset) Shards() []ShardInfo { return slices.Clone(d.shards) }
 // ReadRetries returns the reads the stream retried (an Iterable that counts them
 // implements ReadRetries() int64), for Stats.ReadRetries.
 func (d *IterableDataset) ReadRetries() int64 {
-	if r, ok := d.src.(interface{ Retries() int64 }); ok {
-		return r.Retries()
+	if r, ok := d.src.(interface{ ReadRetries() int64 }); ok {
+		return r.ReadRetries()
 	}
 	return 0
 }

@@ -176,7 +176,7 @@ func TestHTTPRetriesAndResumes(t *testing.T) {
 			got, err := readVia(o, context.Background(), url)
 			require.NoError(t, err)
 			assert.True(t, bytes.Equal(want, got), "bytes differ")
-			assert.Equal(t, tc.retried, o.Retried())
+			assert.Equal(t, tc.retried, o.ReadRetries())
 			var ranges []string
 			for _, r := range f.requests() {
 				ranges = append(ranges, strings.TrimPrefix(r, "/a.tar "))
@@ -200,14 +200,14 @@ func TestHTTPErrorsNameTheURLAndNeverHang(t *testing.T) {
 	assert.True(t, errors.Is(err, errNotFound))
 	_, err = o.Open(ctx, f.URL+"/forbidden.tar")
 	assert.ErrorContains(t, err, "shards: "+f.URL+"/forbidden.tar: HTTP 403 Forbidden: injected fault")
-	assert.Zero(t, o.Retried(), "a 403 or 404 is not retried")
+	assert.Zero(t, o.ReadRetries(), "a 403 or 404 is not retried")
 
 	// A 5xx that lasts past the budget.
 	o.MaxRetries = 3
 	f.inject(func(f *faultServer) { f.fail = 100 })
 	_, err = o.Open(ctx, f.URL+"/a.tar")
 	assert.ErrorContains(t, err, f.URL+"/a.tar: giving up at byte 0 after 3 retries: HTTP 503 Service Unavailable: injected fault")
-	assert.EqualValues(t, 3, o.Retried())
+	assert.EqualValues(t, 3, o.ReadRetries())
 	f.inject(func(f *faultServer) { f.fail = 0 })
 
 	// The shard changes between a cut and the resumption.

@@ -72,9 +72,9 @@ type Opener struct {
 	s3Err    error
 }
 
-// Retried returns the transient failures retried so far, over every
+// ReadRetries returns the transient failures retried so far, over every
 // shard this Opener has read.
-func (o *Opener) Retried() int64 { return o.retried.Load() }
+func (o *Opener) ReadRetries() int64 { return o.retried.Load() }
 
 func (o *Opener) timeout() time.Duration {
 	if o.Timeout > 0 {

@@ -96,7 +96,7 @@ func TestS3ErrorsNameTheShard(t *testing.T) {
 	assert.ErrorContains(t, err, "shards: s3://data/missing.tar: HTTP 404 Not Found: NoSuchKey")
 	_, err = o.Open(ctx, "s3://nobucket/a.tar")
 	assert.ErrorContains(t, err, "shards: s3://nobucket/a.tar: HTTP 404 Not Found: NoSuchBucket")
-	assert.Zero(t, o.Retried())
+	assert.Zero(t, o.ReadRetries())
 
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey+"x")
 	bad := &Opener{}
@@ -107,7 +107,7 @@ func TestS3ErrorsNameTheShard(t *testing.T) {
 	require.NoError(t, err)
 	_, err = engine.FromIterable(ctx, src, engine.IterableConfig{})
 	assert.ErrorContains(t, err, "s3://data/train-0000.tar: HTTP 403 Forbidden")
-	assert.Zero(t, bad.Retried())
+	assert.Zero(t, bad.ReadRetries())
 }
 
 // TestS3ConfigFiles reads credentials and the endpoint from the AWS
@@ -199,9 +199,9 @@ func TestS3KillAndRestart(t *testing.T) {
 				require.NoError(t, epochErr)
 				assert.Equal(t, want, got)
 				assert.Equal(t, wantData, gotData, "byte-identical to the local run")
-				assert.Positive(t, o.Retried(), "reads were retried")
-				assert.Equal(t, o.Retried(), l.Stats().ReadRetries)
-				t.Logf("retries: %d", o.Retried())
+				assert.Positive(t, o.ReadRetries(), "reads were retried")
+				assert.Equal(t, o.ReadRetries(), l.Stats().ReadRetries)
+				t.Logf("retries: %d", o.ReadRetries())
 				return
 			}
 			// The shard being read when the server died: shard 0, unless the
@@ -210,7 +210,7 @@ func TestS3KillAndRestart(t *testing.T) {
 			assert.Regexp(t, `shards: s3://data/train-000[0-2]\.tar: .*giving up at byte \d+`, epochErr.Error())
 			assert.Contains(t, epochErr.Error(), "after 2 retries")
 			assert.Equal(t, want[:len(got)], got, "the batches before the error")
-			assert.EqualValues(t, 2, o.Retried())
+			assert.EqualValues(t, 2, o.ReadRetries())
 			t.Logf("error: %v", epochErr)
 			require.NoError(t, srv.Restart())
 		})
@@ -271,7 +271,7 @@ func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
 	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})
 	require.NoError(t, err)
 	listing := o.Requests()
-	assert.EqualValues(t, 3, listing-o.Retried(), "the scan downloads each shard into the cache")
+	assert.EqualValues(t, 3, listing-o.ReadRetries(), "the scan downloads each shard into the cache")
 	l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})
 	require.NoError(t, err)
 	defer l.Close()

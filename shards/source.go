@@ -158,8 +158,8 @@ func (s *Source) Names() []string { return append([]string(nil), s.names...) }
 // Schema returns the schema of the samples.
 func (s *Source) Schema() collate.Schema { return s.schema }
 
-// Retries returns the transient read failures retried so far.
-func (s *Source) Retries() int64 { return s.o.opener.Retried() }
+// ReadRetries returns the transient read failures retried so far.
+func (s *Source) ReadRetries() int64 { return s.o.opener.ReadRetries() }
 
 // Opener returns the Opener the shards are read with.
 func (s *Source) Opener() *Opener { return s.o.opener }

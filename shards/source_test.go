@@ -102,7 +102,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 98, d.Len())
 	assert.Len(t, f.requests(), 1+3+2, "shardlist.json, 3 shards, 2 retries")
-	assert.EqualValues(t, 2, o.Retried())
+	assert.EqualValues(t, 2, o.ReadRetries())
 
 	f.inject(func(f *faultServer) {
 		f.fail, f.cuts = 2, []int64{100, 30000, 7}
@@ -112,7 +112,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 	assert.Equal(t, wantData, gotData, "the same bytes as the local run")
-	assert.EqualValues(t, 2+2+3+1, o.Retried())
+	assert.EqualValues(t, 2+2+3+1, o.ReadRetries())
 	assert.EqualValues(t, 2+2+3+1, st.ReadRetries, "Stats.ReadRetries")
 }
 
