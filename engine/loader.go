@@ -623,8 +623,10 @@ type Stats struct {
 	SkippedSamples []SkippedSample
 
 	// ReadRetries counts the reads the dataset's source retried (an
-	// IterableDataset's shard reads).
+	// IterableDataset's shard reads); Storage its requests, bytes fetched
+	// and local cache counts (shards.Cache).
 	ReadRetries int64
+	Storage     StorageStats
 
 	// Abandoned counts worker goroutines left behind in a Fill that ran
 	// past Timeout and ignored its ctx; each still runs until its Fill
@@ -656,7 +658,7 @@ func (l *loader) Stats() Stats {
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
-	s.ReadRetries = l.src.readRetries()
+	s.ReadRetries, s.Storage = l.src.readRetries(), l.src.storageStats()
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
 	s.TimeInEpochs = time.Duration(l.epochNanos.Load())

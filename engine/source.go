@@ -45,6 +45,8 @@ type source interface {
 	// readRetries counts the reads the source retried, for
 	// Stats.ReadRetries.
 	readRetries() int64
+	// storageStats are its storage and cache counts, for Stats.Storage.
+	storageStats() StorageStats
 }
 
 // epochReader is what source.begin started for one epoch of one loader.
@@ -125,6 +127,8 @@ func (mapSource) units(cfg Config, _ RankInfo, epoch, n int) int {
 func (mapSource) begin(Config, RankInfo, int, [][]int) epochReader { return noReader{} }
 
 func (mapSource) readRetries() int64 { return 0 }
+
+func (mapSource) storageStats() StorageStats { return StorageStats{} }
 
 // noReader is the epochReader of a source with nothing to run beside the
 // workers.

@@ -43,6 +43,9 @@ func (s Stats) String() string {
 	if s.DevicePool.Allocated > 0 {
 		fmt.Fprintf(&b, ", device %s", mib(s.DevicePool.Allocated))
 	}
+	if st := s.Storage; st.Requests+st.Hits+st.Misses > 0 {
+		fmt.Fprintf(&b, "; storage %d requests, %s fetched, cache %d hits %d misses %d evictions", st.Requests, mib(st.BytesFetched), st.Hits, st.Misses, st.Evictions)
+	}
 	for _, c := range []struct {
 		n    int64
 		what string
@@ -82,5 +85,9 @@ func (s Stats) expvarJSON() map[string]any {
 		"fill":                hist(s.Fill), "pad": hist(s.Pad), "copy": hist(s.Copy), "wait": hist(s.Wait),
 		"fills_retried": s.FillRetries, "samples_skipped": s.Skipped, "reads_retried": s.ReadRetries,
 		"abandoned_workers": s.Abandoned, "leaked_bytes": s.LeakedBytes,
+		"storage": map[string]any{
+			"requests": s.Storage.Requests, "fetched_bytes": s.Storage.BytesFetched, "cache_hits": s.Storage.Hits,
+			"cache_misses": s.Storage.Misses, "read_aheads": s.Storage.ReadAheads, "cache_evictions": s.Storage.Evictions,
+		},
 	}
 }

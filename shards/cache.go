@@ -77,7 +77,7 @@ const DefaultCacheReadAhead = 2
 // guesses wrong and costs its downloads, bounded by CacheReadAhead.
 // Close the Source to cancel the downloads in flight.
 //
-// Source.CacheStats counts the requests, bytes, hits, misses and
+// Source.StorageStats (and engine.Stats.Storage) counts the requests, bytes, hits, misses and
 // evictions.
 func Cache(dir string, limit int64) Option {
 	return func(o *options) { o.cacheDir, o.cacheLimit, o.cacheSet = dir, limit, true }
@@ -89,15 +89,6 @@ func CacheReadAhead(n int) Option {
 	return func(o *options) { o.readAhead, o.readAheadSet = n, true }
 }
 
-// CacheStats are the counts of a Source's remote reads and its cache.
-type CacheStats struct {
-	Requests     int64 // remote GETs by the Source's Opener (first or resumed)
-	BytesFetched int64 // bytes of their response bodies
-	Hits         int64 // shard opens served from dir or from a download already in flight
-	Misses       int64 // shard opens that started a download or streamed
-	ReadAheads   int64 // downloads started ahead of use
-	Evictions    int64 // shards removed to make room
-}
 
 // cacheWrite writes a downloaded chunk to its temp file; tests swap it to
 // inject faults (a full disk).

@@ -63,6 +63,6 @@ func benchEpoch(b *testing.B, cached bool) {
 		}
 	}
 	if cached {
-		require.EqualValues(b, len(paths), src.CacheStats().Requests, "epochs after the first make no request")
+		require.EqualValues(b, len(paths), src.StorageStats().Requests, "epochs after the first make no request")
 	}
 }

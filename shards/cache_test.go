@@ -138,11 +138,13 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, shardRequests(f), "epoch 1 reads the cache")
 	assert.Equal(t, want, [][][]byte{got0, got1})
-	st := src.CacheStats()
+	st := src.StorageStats()
 	assert.Equal(t, int64(2*len(urls)), st.Hits+st.Misses)
 	assert.Positive(t, st.Hits)
 	assert.Positive(t, st.BytesFetched)
 	assert.Zero(t, st.Evictions)
+	assert.Equal(t, st, l.Stats().Storage, "the loader reports the source's counts")
+	assert.Contains(t, l.Stats().String(), fmt.Sprintf("cache %d hits %d misses", st.Hits, st.Misses))
 	names, _ := cachedFiles(t, dir)
 	assert.Len(t, names, len(urls))
 
@@ -154,8 +156,8 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 	defer again.Close()
 	assert.Equal(t, want, epochs(t, again, 2))
 	assert.Zero(t, shardRequests(f), "a resumed job reads the cache, listing included")
-	assert.EqualValues(t, 1, again.CacheStats().Requests, "shardlist.json only")
-	assert.Equal(t, CacheStats{Requests: 1, BytesFetched: again.CacheStats().BytesFetched, Hits: 2 * int64(len(urls))}, again.CacheStats())
+	assert.EqualValues(t, 1, again.StorageStats().Requests, "shardlist.json only")
+	assert.Equal(t, engine.StorageStats{Requests: 1, BytesFetched: again.StorageStats().BytesFetched, Hits: 2 * int64(len(urls))}, again.StorageStats())
 }
 
 // TestCacheFirstRecordBeforeTheDownloadEnds: a reader reads the file as
@@ -303,7 +305,7 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	names, total := cachedFiles(t, dir)
 	assert.ElementsMatch(t, []string{name(0), name(2)}, names, "shard 1 was used longest ago")
 	assert.LessOrEqual(t, total, 2*size+size/2)
-	assert.EqualValues(t, 1, src.CacheStats().Evictions)
+	assert.EqualValues(t, 1, src.StorageStats().Evictions)
 
 	// Shard 0, the least recent now, is being read: shard 2 goes instead.
 	time.Sleep(20 * time.Millisecond)
@@ -348,7 +350,7 @@ func TestCacheReadAhead(t *testing.T) {
 	assert.Equal(t, data[1], readShard(t, src, urls[1]))
 	require.NoError(t, src.Close())
 	assert.Equal(t, 1, shardRequests(f), "shard 1 came from the cache; shard 2 was read ahead")
-	st := src.CacheStats()
+	st := src.StorageStats()
 	assert.EqualValues(t, 2, st.ReadAheads)
 	assert.EqualValues(t, 1, st.Hits)
 }
@@ -392,7 +394,7 @@ func TestCacheUnwritableFolderStreams(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(log.String(), "cache off"), log.String())
 	assert.Contains(t, log.String(), "not a directory")
-	assert.EqualValues(t, 4, src.CacheStats().Misses)
+	assert.EqualValues(t, 4, src.StorageStats().Misses)
 }
 
 // TestCacheFullDiskStreams: a write that fails with ENOSPC in the middle

@@ -293,7 +293,7 @@ func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, entryMeta{URL: name, Size: fi.Size(), ETag: m.ETag}, m)
 	}
-	st := src.CacheStats()
+	st := src.StorageStats()
 	assert.EqualValues(t, 3, st.Misses)
 	assert.EqualValues(t, 6, st.Hits)
 }

@@ -141,11 +141,10 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// CacheStats returns the counts of the Source's remote reads and of its
-// cache (all zero but Requests and BytesFetched without one). Requests
-// and BytesFetched are its Opener's, which UseOpener may share.
-func (s *Source) CacheStats() CacheStats {
-	st := CacheStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched()}
+// StorageStats returns the counts of the Source's remote reads and of its
+// cache; a loader of the Source reports them in engine.Stats.Storage.
+func (s *Source) StorageStats() engine.StorageStats {
+	st := engine.StorageStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched()}
 	if c := s.cache; c != nil {
 		st.Hits, st.Misses, st.ReadAheads, st.Evictions = c.hits.Load(), c.misses.Load(), c.readAheads.Load(), c.evictions.Load()
 	}
