@@ -23,6 +23,9 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 
 // Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
 // engine.FromIterable, which splits the shards across ranks and workers.
+// Shards named "*.parquet" are Parquet files, each row a record (see
+// Parquet shards in the package documentation); tar and Parquet shards
+// may be mixed.
 // Each sample is one engine.Record (see TarReader), decoded into its slot
 // by the DecodeFunc. It counts the retries of its remote reads (Retries),
 // which the loader reports as Stats.ReadRetries.
@@ -48,6 +51,9 @@ type options struct {
 	index     string
 	indexSet  bool
 	maxMember int64
+
+	maxParquet int64    // see MaxParquetBytes
+	columns    []string // see ParquetColumns
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
@@ -157,6 +163,13 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 				return
 			}
 			defer func() { <-sem }()
+			if isParquet(name) {
+				out[i].Samples, errs[i] = s.o.opener.parquetCount(ctx, name, s.o.columns)
+				if ok && errs[i] == nil && out[i].Samples != listed {
+					errs[i] = fmt.Errorf("shards: %s: %d rows, listed with %d in %s", name, out[i].Samples, listed, index)
+				}
+				return
+			}
 			if ok && listed > 0 {
 				out[i].Samples, errs[i] = listed, s.o.opener.checkListed(ctx, name, listed, index)
 				return
@@ -180,6 +193,9 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 
 // Open starts reading a shard from its first sample.
 func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
+	if isParquet(shard.Name) {
+		return s.openParquet(ctx, shard)
+	}
 	rc, err := s.o.opener.Open(ctx, shard.Name)
 	if err != nil {
 		return nil, err
@@ -302,10 +318,13 @@ func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slo
 
 // Count returns the samples of the tar shard name, from its headers: for
 // a local file it seeks over the member data; a remote shard is read
-// whole.
+// whole. A Parquet shard's rows are counted from its footer alone.
 func (o *Opener) Count(ctx context.Context, name string) (int, error) { return o.count(ctx, name, 0) }
 
 func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, error) {
+	if isParquet(name) {
+		return o.parquetCount(ctx, name, nil)
+	}
 	k, path, _, err := parse(name)
 	if err != nil {
 		return 0, err
