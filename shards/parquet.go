@@ -139,6 +139,15 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	if size < minSize {
 		return nil, fmt.Errorf("shards: %s: %d bytes, too short for a Parquet file", name, size)
 	}
+	// The magic first (a remote file's first bytes come with the response
+	// that said its size), then the end.
+	var magic [4]byte
+	if _, err := ra.ReadAt(magic[:], 0); err != nil {
+		return nil, fmt.Errorf("shards: %s: reading the Parquet header: %w", name, err)
+	}
+	if string(magic[:]) != "PAR1" {
+		return nil, fmt.Errorf("shards: %s: not a Parquet file (it starts with %q, not \"PAR1\")", name, magic[:])
+	}
 	var end [8]byte
 	if _, err := ra.ReadAt(end[:], size-8); err != nil {
 		return nil, fmt.Errorf("shards: %s: reading the Parquet footer: %w", name, err)
@@ -149,7 +158,7 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	if n := int64(binary.LittleEndian.Uint32(end[:4])); n > size-minSize {
 		return nil, fmt.Errorf("shards: %s: Parquet footer of %d bytes in a file of %d: corrupt or truncated", name, n, size)
 	}
-	f, err := parquet.OpenFile(ra, size,
+	f, err := parquet.OpenFile(ra, size, parquet.SkipMagicBytes(true),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
 		parquet.ReadBufferSize(footerTail), parquet.OptimisticRead(true))
 	if err != nil {
