@@ -15,6 +15,9 @@
 #   python3-pil           Pillow: the image scripts, the goldens, the image peer
 #   python3-torchvision   torchvision's transforms and ImageFolder, the image peer (skip: TB_NO_TORCH=1)
 #   openmpi-bin           mpirun, which the launcher tests start ranks with (internal/launchtest)
+#   nodejs, npm           node, and npm to install hyparquet (below)
+#   hyparquet             a JavaScript Parquet reader, the second reader the shards tests check
+#                         their Parquet files with (npm, into .cache/npm of the repository)
 #   versitygw             a real S3 server for the shards tests and bench (go install, into $(go env GOPATH)/bin)
 #   gcc-mingw-w64-x86-64, wine64          Windows: cross-build with cgo, run the tests (make test-platforms)
 #   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user
@@ -37,6 +40,7 @@ enable_non_free() {
 pkgs=(gcc make libc6-dev util-linux libamdhip64-dev dataset-fashion-mnist libcudart11.0 openmpi-bin)
 [ "${TB_NO_TORCH:-0}" = 1 ] || pkgs+=(python3-torch python3-torchvision)
 pkgs+=(libjpeg62-turbo libjpeg62-turbo-dev libturbojpeg0 mate-backgrounds python3-pil) # vision
+pkgs+=(nodejs) # shards: hyparquet
 pkgs+=(gcc-mingw-w64-x86-64 wine64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 
 missing=()
@@ -52,6 +56,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
 	echo "install-deps: all present"
 fi
+# Debian's nodejs comes without npm; NodeSource's has it.
+if ! command -v npm >/dev/null 2>&1; then
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+	echo "install-deps: installed npm"
+fi
 
 # versitygw: the S3 server that internal/s3test starts for the shards tests
 # and bench. The tests look for it on PATH, then in $GOBIN, $GOPATH/bin and
@@ -65,4 +75,16 @@ if command -v versitygw >/dev/null 2>&1 || [ -x "$gobin/versitygw" ]; then
 else
 	go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 	echo "install-deps: installed versitygw $VERSITYGW_VERSION into $gobin"
+fi
+
+# hyparquet: the JavaScript Parquet reader (no dependencies) that the shards
+# tests read their Parquet files back with, as a second, independent
+# reader. It goes into .cache/npm of the repository, where they look.
+HYPARQUET_VERSION=1.33.0
+npm_prefix="$(cd "$(dirname "$0")/.." && pwd)/.cache/npm"
+if grep -qs "\"version\": \"$HYPARQUET_VERSION\"" "$npm_prefix/node_modules/hyparquet/package.json"; then
+	echo "install-deps: hyparquet present"
+else
+	npm install --prefix "$npm_prefix" --no-save --no-audit --no-fund --loglevel=error "hyparquet@$HYPARQUET_VERSION" >/dev/null
+	echo "install-deps: installed hyparquet $HYPARQUET_VERSION into $npm_prefix"
 fi

@@ -24,6 +24,9 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 
 // Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
 // engine.FromIterable, which splits the shards across ranks and workers.
+// Shards named "*.parquet" are Parquet files, each row a record (see
+// Parquet shards in the package documentation); tar and Parquet shards
+// may be mixed.
 // Each sample is one engine.Record (see TarReader), decoded into its slot
 // by the DecodeFunc. It counts the retries of its remote reads (Retries),
 // which the loader reports as Stats.ReadRetries.
@@ -57,6 +60,8 @@ type options struct {
 	cacheSet     bool
 	readAhead    int
 	readAheadSet bool
+	maxParquet int64    // see MaxParquetBytes
+	columns    []string // see ParquetColumns
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
@@ -202,6 +207,14 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 			if s.cache != nil && sizes[name] > 0 && remote(name) {
 				s.cache.dropStale(name, sizes[name])
 			}
+			if isParquet(name) {
+				n, err := s.o.opener.parquetCount(gctx, name, s.o.columns)
+				if err == nil && ok && n != listed {
+					err = fmt.Errorf("shards: %s: %d rows, listed with %d in %s", name, n, listed, index)
+				}
+				out[i].Samples = n
+				return err
+			}
 			if ok && listed > 0 {
 				out[i].Samples = listed
 				return s.checkListed(gctx, name, listed, index)
@@ -275,6 +288,9 @@ func (s *Source) open(ctx context.Context, name string) (io.ReadCloser, error) {
 
 // Open starts reading a shard from its first sample.
 func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
+	if isParquet(shard.Name) {
+		return s.openParquet(ctx, shard)
+	}
 	rc, err := s.open(ctx, shard.Name)
 	if err != nil {
 		return nil, err
@@ -410,10 +426,13 @@ func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slo
 
 // Count returns the samples of the tar shard name, from its headers: for
 // a local file it seeks over the member data; a remote shard is read
-// whole.
+// whole. A Parquet shard's rows are counted from its footer alone.
 func (o *Opener) Count(ctx context.Context, name string) (int, error) { return o.count(ctx, name, 0) }
 
 func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, error) {
+	if isParquet(name) {
+		return o.parquetCount(ctx, name, nil)
+	}
 	k, path, _, err := parse(name)
 	if err != nil {
 		return 0, err
