@@ -285,8 +285,13 @@ func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
 	assert.Equal(t, want, got)
 	for _, p := range paths {
 		name := "s3://data/" + filepath.Base(p)
-		meta, err := os.ReadFile(filepath.Join(cacheDir, key(name)+".meta"))
-		require.NoError(t, err)
+		// The epochs may have read a shard from its download as it grew:
+		// the download commits (fsync, rename) on its own, shortly after.
+		var meta []byte
+		require.Eventually(t, func() bool {
+			meta, err = os.ReadFile(filepath.Join(cacheDir, key(name)+".meta"))
+			return err == nil
+		}, 10*time.Second, 5*time.Millisecond, "the download of %s commits", name)
 		var m entryMeta
 		require.NoError(t, json.Unmarshal(meta, &m))
 		fi, err := os.Stat(p)
