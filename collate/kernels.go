@@ -9,7 +9,7 @@ import (
 
 	"github.com/klauspost/cpuid/v2"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // Path is an implementation of the collation kernels.
@@ -269,10 +269,11 @@ func BF16ToF32(dst []float32, src []BF16) {
 }
 
 // FillNormal fills dst with standard normal values from the Philox4x32-10
-// stream keyed by key and stream (Box-Muller; see csrc/tb_kernels.h for
-// the exact algorithm). The same arguments give the same bits on every
-// path and machine. A sample's Slot.Seed gives (key, stream); add a field
-// number to stream to draw independent values for several fields.
+// stream keyed by key and stream (Box-Muller; see
+// internal/csrc/tb_kernels.h for the exact algorithm). The same arguments
+// give the same bits on every path and machine. A sample's Slot.Seed gives
+// (key, stream); add a field number to stream to draw independent values
+// for several fields.
 func FillNormal(dst []float32, key, stream uint64) { philox(dst, key, stream, true) }
 
 // FillUniform fills dst with values uniform in [0, 1) from the same stream

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // onEveryPath runs f once per kernel path this CPU supports.

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // platformDigests is the one recorded list of the platform workload's batch

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // GPU is the backend of a CUDA or HIP device: host buffers from

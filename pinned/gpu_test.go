@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 	"github.com/tensorbatch/tensorbatch/pinned"

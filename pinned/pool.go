@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // Buffer is a buffer handed out by a Pool: host memory, or device memory

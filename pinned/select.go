@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 

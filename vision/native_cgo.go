@@ -8,7 +8,7 @@ import (
 	"runtime"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 type jpegLib = csrc.JPEGLib

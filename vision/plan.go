@@ -16,12 +16,12 @@ const precisionBits = 22
 // region [x0, x1) x [y0, y1); output column j reads region columns
 // hb[2j]+t, t < hb[2j+1], weighted hk[j*hks+t]; output row i reads rows
 // vb[2i]+t of the horizontally resized region, weighted vk[i*vks+t]. The
-// C kernels (csrc/tb_image.c) and the Go reference below run the same
+// C kernels (internal/csrc/tb_image.c) and the Go reference below run the same
 // integer arithmetic, so they agree bit for bit.
 //
 // A fast plan (Mode Fast) runs the fast resampling: the vertical pass
 // first, in 16 bits, then the horizontal one (see resampleFastGo and
-// csrc/tb_image.h); its outputs are acc*scale[c] + bias[c], where acc is
+// internal/csrc/tb_image.h); its outputs are acc*scale[c] + bias[c], where acc is
 // the value with 14 fractional bits.
 type plan struct {
 	x0, y0, x1, y1 int

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
