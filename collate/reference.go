@@ -5,11 +5,11 @@ import (
 	"unsafe"
 )
 
-// The plain Go reference of every kernel: the PathGo implementation, and
-// what the C paths are tested against bit for bit. Floating point follows
-// internal/csrc/tb_kernels.c operation by operation; every product is
-// converted to float32 explicitly, which the Go spec says prevents fusing
-// it into an FMA.
+// The plain Go reference of every kernel: the KernelsGo implementation,
+// and what the C kernels are tested against bit for bit. Floating point
+// follows internal/csrc/tb_kernels.c operation by operation; every product
+// is converted to float32 explicitly, which the Go spec says prevents
+// fusing it into an FMA.
 
 func u16[T ~uint16](s []T) []uint16 {
 	if len(s) == 0 {

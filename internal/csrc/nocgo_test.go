@@ -19,5 +19,5 @@ func TestWithoutCgoNothingLoadsAndTheKernelsAreAbsent(t *testing.T) {
 	assert.ErrorIs(t, err, csrc.ErrNoCgo)
 	assert.EqualError(t, err, "csrc: open cuda runtime: libcudart.so.12: built without cgo")
 	assert.PanicsWithValue(t, "csrc: PhiloxFill: built without cgo: the C kernels are not in this binary",
-		func() { csrc.PhiloxFill(csrc.Scalar, make([]float32, 4), 1, 2, 0, true) })
+		func() { csrc.PhiloxFill(csrc.KernelsScalar, make([]float32, 4), 1, 2, 0, true) })
 }
