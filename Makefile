@@ -1,6 +1,7 @@
 # tensorbatch: make test passes the tests, make bench runs the main job.
 GO      ?= go
 CC      ?= gcc
+CSRC    := internal/csrc
 export CGO_ENABLED := 1
 export PATH := $(PATH):/usr/local/go/bin
 
@@ -33,32 +34,35 @@ test-adapters:
 vet:
 	$(GO) vet ./...
 	$(GO) build -tags hipcheck ./...
-	$(GO) build -tags jpegcheck ./csrc/
-	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTB_NO_SIMD -fsyntax-only csrc/tb_kernels.c csrc/tb_image.c
+	$(GO) build -tags jpegcheck ./internal/csrc/
+	$(CC) -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -DTB_NO_SIMD -fsyntax-only $(addprefix $(CSRC)/,tb_kernels.c $(IMAGE_SRC))
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod or go.sum (of the root module): run it"; exit 1; }
 
-# C unit tests of csrc under AddressSanitizer and UndefinedBehaviorSanitizer.
+# C unit tests of internal/csrc under AddressSanitizer and UndefinedBehaviorSanitizer.
 CTEST_FLAGS = -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
 	-fno-sanitize-recover=all -fno-omit-frame-pointer -D_GNU_SOURCE
 ctest: bin/ctest bin/libfakecudart.so bin/ctest-image
 	TB_FAKE_CUDART=$(CURDIR)/bin/libfakecudart.so ASAN_OPTIONS=detect_leaks=1 bin/ctest
 	TB_TESTDATA=$(CURDIR)/vision/testdata ASAN_OPTIONS=detect_leaks=1 bin/ctest-image
 
-# The image kernels (vision's C side) with the real libjpeg-turbo.
-IMAGE_C = csrc/tb_image.c csrc/tb_dl.c csrc/tb_turbo.c csrc/tb_kernels.c
-bin/ctest-image: csrc/ctest/image_ctest.c csrc/ctest/check.h $(IMAGE_C) csrc/tb_image.h csrc/tb_jpeg.h csrc/tb_dl.h csrc/tb_turbo.h csrc/tb_kernels.h csrc/tb_simd.h
+# The image kernels (vision's C side) with the real libjpeg-turbo, and the
+# bench's TurboJPEG loader (bench/tb_turbo.c).
+IMAGE_SRC = tb_jpeg_decode.c tb_resample_exact.c tb_resample_fast.c
+IMAGE_C = $(addprefix $(CSRC)/,$(IMAGE_SRC) tb_dl.c tb_kernels.c) bench/tb_turbo.c
+IMAGE_H = $(addprefix $(CSRC)/,tb_image.h tb_image_internal.h tb_jpeg.h tb_dl.h tb_kernels.h tb_simd.h) bench/tb_turbo.h
+bin/ctest-image: $(CSRC)/ctest/image_ctest.c $(CSRC)/ctest/check.h $(IMAGE_C) $(IMAGE_H)
 	@mkdir -p bin
-	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/image_ctest.c $(IMAGE_C) -ldl -lm
+	$(CC) $(CTEST_FLAGS) -ffp-contract=off -I$(CSRC) -Ibench -o $@ $(CSRC)/ctest/image_ctest.c $(IMAGE_C) -ldl -lm
 
-bin/ctest: csrc/ctest/ctest.c csrc/ctest/check.h csrc/tb_runtime.c csrc/tb_runtime.h csrc/tb_dl.c csrc/tb_dl.h csrc/tb_kernels.c csrc/tb_kernels.h csrc/tb_simd.h
+bin/ctest: $(CSRC)/ctest/ctest.c $(CSRC)/ctest/check.h $(addprefix $(CSRC)/,tb_runtime.c tb_runtime.h tb_dl.c tb_dl.h tb_kernels.c tb_kernels.h tb_simd.h)
 	@mkdir -p bin
-	$(CC) $(CTEST_FLAGS) -ffp-contract=off -Icsrc -o $@ csrc/ctest/ctest.c csrc/tb_runtime.c csrc/tb_dl.c csrc/tb_kernels.c -ldl -lpthread -lm
+	$(CC) $(CTEST_FLAGS) -ffp-contract=off -I$(CSRC) -o $@ $(CSRC)/ctest/ctest.c $(addprefix $(CSRC)/,tb_runtime.c tb_dl.c tb_kernels.c) -ldl -lpthread -lm
 
-bin/libfakecudart.so: csrc/fakecudart/fakecudart.c
+bin/libfakecudart.so: $(CSRC)/fakecudart/fakecudart.c
 	@mkdir -p bin
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-shared -fPIC -D_GNU_SOURCE -o $@ $< -lpthread
@@ -86,7 +90,7 @@ soak:
 # set: no-cgo tests but the bench harness's, the core vetted for macOS, and
 # the platform digests plus a fake-GPU loader test under wine and qemu, and
 # vision's kernels and goldens there.
-PLATFORM_PKGS = ./csrc ./collate ./pinned ./engine
+PLATFORM_PKGS = ./internal/csrc ./collate ./pinned ./engine
 # vision runs on both too; under wine without the tests whose t.TempDir
 # holds files: Go's os.RemoveAll asks for FileDispositionInformationEx,
 # which wine 8 does not implement ("Invalid function"), where Windows 10

@@ -66,7 +66,7 @@ var guide = map[int][2]float64{0: {12.5, .65}, 1: {18.3, .78}, 2: {24.7, .89}, 4
 func (r *results) markdown(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "# tensorbatch bench\n\n")
-	fmt.Fprintf(w, "Machine: %s. Workload: %d samples of randn(3,224,224) + label, batch %d, drop last; tensorbatch draws randn with %s (kernels: %s)", r.machine, o.samples, o.batch, o.rng, collate.ActivePath())
+	fmt.Fprintf(w, "Machine: %s. Workload: %d samples of randn(3,224,224) + label, batch %d, drop last; tensorbatch draws randn with %s (kernels: %s)", r.machine, o.samples, o.batch, o.rng, collate.ActiveKernels())
 	if r.peerVersion != "" {
 		fmt.Fprintf(w, "; peer: PyTorch %s DataLoader (%s)", r.peerVersion, peerPython)
 	}
@@ -158,7 +158,7 @@ func (r *results) write(dir string, w io.Writer) error {
 	}
 	doc := map[string]any{"machine": r.machine, "samples": r.opts.samples, "batch": r.opts.batch,
 		"step_ms": float64(r.opts.step) / 1e6, "peer": r.peerVersion,
-		"records": r.records, "h2d": r.h2d, "autotune": r.tune, "rng": r.opts.rng, "kernels": collate.ActivePath().String()}
+		"records": r.records, "h2d": r.h2d, "autotune": r.tune, "rng": r.opts.rng, "kernels": collate.ActiveKernels().String()}
 	js, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-//go:build !cgo
+//go:build !cgo || windows
 
 package main
 
@@ -6,7 +6,9 @@ import "errors"
 
 type turbo struct{}
 
-func openTurbo([][]byte) (*turbo, error) { return nil, errors.New("built without cgo: no TurboJPEG") }
+func openTurbo([][]byte) (*turbo, error) {
+	return nil, errors.New("no TurboJPEG: built without cgo or for windows")
+}
 
 func (t *turbo) decode([][]byte) error { return nil }
 

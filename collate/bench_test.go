@@ -16,9 +16,9 @@ var benchSizes = []struct {
 
 // benchPaths runs f on every path, as sub-benchmarks.
 func benchPaths(b *testing.B, f func(b *testing.B)) {
-	for _, p := range collate.Paths() {
+	for _, p := range collate.AvailableKernels() {
 		b.Run(p.String(), func(b *testing.B) {
-			defer collate.SetPath(p)()
+			defer useKernels(p)()
 			f(b)
 		})
 	}

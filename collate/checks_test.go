@@ -2,6 +2,7 @@ package collate_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // Bad arguments to every kernel: an error where the signature has one, a
@@ -51,7 +53,7 @@ func TestU8HWCToCHWRejectsBadArguments(t *testing.T) {
 		{"nil std", make([]float32, 3), make([]uint8, 3), 1, 1, 3, ones(3), nil, "3 channels, 3 means and 0 stds"},
 		{"zero std", make([]float32, 3), make([]uint8, 3), 1, 1, 3, ones(3), []float32{1, 1, 0}, "std of channel 2 is 0"},
 	} {
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			require.ErrorContains(t, collate.U8HWCToCHW(tc.dst, tc.src, tc.h, tc.w, tc.c, tc.mean, tc.std), tc.contains, tc.name)
 		})
 	}
@@ -102,7 +104,7 @@ func TestGatherRejectsBadTensors(t *testing.T) {
 		{"minimal index", f32, full, []int64{math.MinInt64}, "index -9223372036854775808 at position 0 is out of range"},
 		{"maximal index", f32, full, []int64{math.MaxInt64}, "index 9223372036854775807 at position 0 is out of range"},
 	} {
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			before := bytes.Clone(tc.dst.Bytes())
 			for _, gather := range []func(dst, src collate.Tensor, idx []int64) error{collate.Gather, collate.GatherStreaming} {
 				err := gather(tc.dst, tc.src, tc.idx)
@@ -156,7 +158,7 @@ func TestPadStackPanicsOnBadArguments(t *testing.T) {
 		{"pad does not divide row", make([]byte, 24), []int64{1}, 2, 2, 6, make([]byte, 4),
 			"collate: PadStack: pad of 4 bytes does not divide rows of 6"},
 	} {
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			buf := bytes.Clone(tc.buf)
 			assert.PanicsWithValue(t, tc.panics, func() {
 				collate.PadStack(buf, tc.lens, tc.maxlen, tc.longest, tc.row, tc.pad)
@@ -164,7 +166,7 @@ func TestPadStackPanicsOnBadArguments(t *testing.T) {
 			assert.Equal(t, tc.buf, buf, "%s: a rejected PadStack wrote buf", tc.name)
 		})
 	}
-	onEveryPath(t, func(t *testing.T, p collate.Path) {
+	onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 		assert.NotPanics(t, func() { collate.PadStack(nil, nil, 0, 0, 4, make([]byte, 4)) }, "no samples")
 		assert.NotPanics(t, func() { collate.PadStack(nil, []int64{0, 0}, 0, 0, 4, make([]byte, 4)) }, "no rows")
 		assert.NotPanics(t, func() { collate.PadStack(nil, []int64{0}, 3, 0, 0, []byte{1}) }, "empty rows")
@@ -181,11 +183,11 @@ func TestConversionsPanicOnAShortDst(t *testing.T) {
 		{"F32ToBF16", "collate: F32ToBF16: dst holds 16 values, src has 17", func() { collate.F32ToBF16(make([]collate.BF16, 16), make([]float32, 17)) }},
 		{"BF16ToF32", "collate: BF16ToF32: dst holds 31 values, src has 33", func() { collate.BF16ToF32(make([]float32, 31), make([]collate.BF16, 33)) }},
 	} {
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			assert.PanicsWithValue(t, tc.panics, tc.f, tc.name)
 		})
 	}
-	onEveryPath(t, func(t *testing.T, p collate.Path) {
+	onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 		assert.NotPanics(t, func() {
 			collate.F32ToF16(nil, nil)
 			collate.F16ToF32(nil, nil)
@@ -200,36 +202,42 @@ func TestConversionsPanicOnAShortDst(t *testing.T) {
 	})
 }
 
-func TestSetPathPanicsOnAPathTheCPUCannotRun(t *testing.T) {
-	assert.PanicsWithValue(t, "collate: SetPath(Path(7)): this CPU cannot run it", func() { collate.SetPath(7) })
-	assert.PanicsWithValue(t, "collate: SetPath(Path(-1)): this CPU cannot run it", func() { collate.SetPath(-1) })
+func TestSetKernelsRefusesKernelsTheCPUCannotRun(t *testing.T) {
+	before := collate.ActiveKernels()
+	for _, k := range []csrc.Kernels{7, -1} {
+		restore, err := csrc.SetKernels(k)
+		assert.Nil(t, restore)
+		assert.EqualError(t, err, fmt.Sprintf("csrc: SetKernels(Kernels(%d)): this CPU cannot run them", int(k)))
+	}
+	assert.Equal(t, before, collate.ActiveKernels(), "a refused SetKernels changes nothing")
+	assert.Equal(t, "Kernels(7)", collate.Kernels(7).String())
 }
 
-// SetPath may run while kernels do (go test -race checks): every call
-// runs on one path, and every path gives the same bits.
-func TestSetPathIsSafeForConcurrentUse(t *testing.T) {
+// SetKernels may run while kernels do (go test -race checks): every call
+// runs on one implementation, and every one gives the same bits.
+func TestSetKernelsIsSafeForConcurrentUse(t *testing.T) {
 	src := specials()
 	want := make([]collate.F16, len(src))
 	func() {
-		defer collate.SetPath(collate.PathGo)()
+		defer useKernels(collate.KernelsGo)()
 		collate.F32ToF16(want, src)
 	}()
-	defer collate.SetPath(collate.ActivePath())()
+	defer useKernels(collate.ActiveKernels())()
 	stop := make(chan struct{})
 	var setter, kernels sync.WaitGroup
 	setter.Go(func() {
-		paths := collate.Paths()
+		paths := collate.AvailableKernels()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			restore := collate.SetPath(paths[i%len(paths)])
+			restore := useKernels(paths[i%len(paths)])
 			if i%3 == 0 {
 				restore()
 			}
-			_ = collate.ActivePath()
+			_ = collate.ActiveKernels()
 		}
 	})
 	for range 2 {

@@ -8,8 +8,8 @@
 // strides).
 //
 // The collation kernels (Gather, U8HWCToCHW, the half and bfloat16
-// conversions, PadStack, FillNormal and FillUniform) run in C on the
-// fastest path the CPU supports (AVX-512, AVX2, baseline; see Paths and
-// TENSORBATCH_KERNELS) and give the same bits as their plain Go reference
-// on every path. Destinations are named dst and come first.
+// conversions, PadStack, FillNormal and FillUniform) run in C with the
+// fastest kernels the CPU supports (AVX-512, AVX2, baseline; see
+// AvailableKernels and TENSORBATCH_KERNELS) and give the same bits as
+// their plain Go reference with every Kernels. Destinations are named dst and come first.
 package collate

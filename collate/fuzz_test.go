@@ -12,19 +12,19 @@ import (
 )
 
 // eachPath returns f's output on every path, for comparison.
-func eachPath[T any](f func() T) map[collate.Path]T {
-	out := map[collate.Path]T{}
-	for _, p := range collate.Paths() {
-		restore := collate.SetPath(p)
+func eachPath[T any](f func() T) map[collate.Kernels]T {
+	out := map[collate.Kernels]T{}
+	for _, p := range collate.AvailableKernels() {
+		restore := useKernels(p)
 		out[p] = f()
 		restore()
 	}
 	return out
 }
 
-func sameOnEveryPath[T comparable](t *testing.T, outs map[collate.Path][]T, what string) {
+func sameOnEveryPath[T comparable](t *testing.T, outs map[collate.Kernels][]T, what string) {
 	t.Helper()
-	ref := outs[collate.PathGo]
+	ref := outs[collate.KernelsGo]
 	for p, got := range outs {
 		if len(got) != len(ref) {
 			t.Fatalf("%s: %s gave %d values, go %d", what, p, len(got), len(ref))
@@ -145,11 +145,11 @@ func try(t *testing.T, prefix string, f func() (out []byte, err error)) (o outco
 	return o
 }
 
-func sameOutcomes(t *testing.T, outs map[collate.Path]outcome, what string) {
+func sameOutcomes(t *testing.T, outs map[collate.Kernels]outcome, what string) {
 	t.Helper()
 	for p, o := range outs {
-		if o != outs[collate.PathGo] {
-			t.Fatalf("%s: %s did %+v, go %+v", what, p, o, outs[collate.PathGo])
+		if o != outs[collate.KernelsGo] {
+			t.Fatalf("%s: %s did %+v, go %+v", what, p, o, outs[collate.KernelsGo])
 		}
 	}
 }

@@ -2,114 +2,53 @@ package collate
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
-	"os"
-	"sync/atomic"
 
 	"github.com/klauspost/cpuid/v2"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
-// Path is an implementation of the collation kernels.
-type Path int
+// Kernels is an implementation of the collation kernels (and of vision's
+// image kernels): the plain Go reference, baseline C, or a SIMD one.
+type Kernels int
 
-// The paths: plain Go (the reference), baseline C, and the SIMD ones.
+// The implementations, slowest first.
 const (
-	PathGo Path = iota
-	PathScalar
-	PathAVX2   // AVX2 and F16C
-	PathAVX512 // AVX-512 F, BW and VL
+	KernelsGo     Kernels = iota // the Go reference
+	KernelsScalar                // baseline C
+	KernelsAVX2                  // AVX2 and F16C
+	KernelsAVX512                // AVX-512 F, BW and VL
 )
 
-func (p Path) String() string {
-	if p < PathGo || p > PathAVX512 {
-		return fmt.Sprintf("Path(%d)", int(p))
-	}
-	return [...]string{"go", "scalar", "avx2", "avx512"}[p]
-}
+// The numbering is internal/csrc's, which the C kernels take.
+var (
+	_ [0]int = [KernelsGo - Kernels(csrc.KernelsGo)]int{}
+	_ [0]int = [KernelsScalar - Kernels(csrc.KernelsScalar)]int{}
+	_ [0]int = [KernelsAVX2 - Kernels(csrc.KernelsAVX2)]int{}
+	_ [0]int = [KernelsAVX512 - Kernels(csrc.KernelsAVX512)]int{}
+)
 
-// EnvKernels forces a path: go, scalar, avx2 or avx512.
+// String returns the name EnvKernels takes: go, scalar, avx2 or avx512.
+func (k Kernels) String() string { return csrc.Kernels(k).String() }
+
+// EnvKernels forces the kernels: go, scalar, avx2 or avx512. Kernels this
+// CPU cannot run are refused with a logged warning, and the fastest run.
 const EnvKernels = "TENSORBATCH_KERNELS"
 
-var cpu = struct{ avx2, avx512 bool }{
-	avx2:   cpuid.CPU.Supports(cpuid.AVX2, cpuid.F16C),
-	avx512: cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX2, cpuid.F16C),
+// AvailableKernels returns the kernels this CPU runs, fastest last: go
+// alone in a binary built without cgo, which has no C kernels.
+func AvailableKernels() []Kernels {
+	var ks []Kernels
+	for _, k := range csrc.AvailableKernels() {
+		ks = append(ks, Kernels(k))
+	}
+	return ks
 }
 
-// Paths returns the paths this CPU runs, fastest last: go alone in a
-// binary built without cgo, which has no C kernels.
-func Paths() []Path {
-	if !csrc.Cgo {
-		return []Path{PathGo}
-	}
-	p := []Path{PathGo, PathScalar}
-	if cpu.avx2 {
-		p = append(p, PathAVX2)
-	}
-	if cpu.avx512 {
-		p = append(p, PathAVX512)
-	}
-	return p
-}
-
-// active holds the Path the kernels run. Each kernel call loads it once,
-// so it runs wholly on one path even while SetPath changes it.
-var active atomic.Int32
-
-func init() { active.Store(int32(choosePath())) }
-
-func activePath() Path { return Path(active.Load()) }
-
-func choosePath() Path {
-	paths := Paths()
-	best := paths[len(paths)-1]
-	want := os.Getenv(EnvKernels)
-	if want == "" {
-		return best
-	}
-	for _, p := range paths {
-		if p.String() == want {
-			return p
-		}
-	}
-	slog.Warn("tensorbatch: "+EnvKernels+" names a path this CPU cannot run; using the best one", "asked", want, "using", best.String())
-	return best
-}
-
-// ActivePath returns the path the kernels run.
-func ActivePath() Path { return activePath() }
-
-// SetPath makes the kernels run p and returns a function that restores the
-// previous path (for tests and benchmarks). It panics if the CPU cannot
-// run p. SetPath and restore are safe for concurrent use with each other
-// and with the kernels: a kernel call runs wholly on the path that was
-// active when it began.
-func SetPath(p Path) (restore func()) {
-	ok := false
-	for _, q := range Paths() {
-		ok = ok || q == p
-	}
-	switch {
-	case !ok && !csrc.Cgo && p >= PathScalar && p <= PathAVX512:
-		panic(fmt.Sprintf("collate: SetPath(%s): %v: the C kernels are not in this binary", p, csrc.ErrNoCgo))
-	case !ok:
-		panic(fmt.Sprintf("collate: SetPath(%s): this CPU cannot run it", p))
-	}
-	old := active.Swap(int32(p))
-	return func() { active.Store(old) }
-}
-
-func cpath(p Path) csrc.Path {
-	switch p {
-	case PathAVX2:
-		return csrc.AVX2
-	case PathAVX512:
-		return csrc.AVX512
-	}
-	return csrc.Scalar
-}
+// ActiveKernels returns the kernels that run: the fastest available, or
+// those EnvKernels names.
+func ActiveKernels() Kernels { return Kernels(csrc.ActiveKernels()) }
 
 // llcBytes is the last-level cache size; copies larger than it stream.
 var llcBytes = max(cpuid.CPU.Cache.L3, 8<<20)
@@ -151,12 +90,12 @@ func gather(dst, src Tensor, idx []int64, streaming bool) error {
 			return fmt.Errorf("collate: gather: index %d at position %d is out of range [0, %d)", i, pos, src.shape[0])
 		}
 	}
-	p := activePath()
-	if p == PathGo {
+	p := csrc.ActiveKernels()
+	if p == csrc.KernelsGo {
 		gatherGo(dst.data, src.data, idx, row)
 		return nil
 	}
-	csrc.Gather(cpath(p), dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
+	csrc.Gather(p, dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
 	return nil
 }
 
@@ -223,56 +162,57 @@ func U8HWCToCHW(dst []float32, src []uint8, h, w, c int, mean, std []float32) er
 		scale[i] = 1 / (255 * std[i])
 		bias[i] = -mean[i] / std[i]
 	}
-	p := activePath()
-	if p == PathGo {
+	p := csrc.ActiveKernels()
+	if p == csrc.KernelsGo {
 		u8ToCHWGo(dst, src, hw, c, scale, bias)
 		return nil
 	}
-	csrc.U8HWCToF32CHW(cpath(p), dst, src, hw, c, scale, bias)
+	csrc.U8HWCToF32CHW(p, dst, src, hw, c, scale, bias)
 	return nil
 }
 
-// convert runs a conversion kernel: ref element by element on PathGo,
+// convert runs a conversion kernel: ref element by element on KernelsGo,
 // else the C kernel c.
-func convert[D, S any](op string, dst []D, src []S, ref func(S) D, c func(p csrc.Path, dst []D, src []S)) {
+func convert[D, S any](op string, dst []D, src []S, ref func(S) D, c func(p csrc.Kernels, dst []D, src []S)) {
 	if len(dst) < len(src) {
 		panic(fmt.Sprintf("collate: %s: dst holds %d values, src has %d", op, len(dst), len(src)))
 	}
-	p := activePath()
-	if p == PathGo {
+	p := csrc.ActiveKernels()
+	if p == csrc.KernelsGo {
 		for i, v := range src {
 			dst[i] = ref(v)
 		}
 		return
 	}
-	c(cpath(p), dst, src)
+	c(p, dst, src)
 }
 
 // F32ToF16 converts src to half precision, rounding to nearest even.
 func F32ToF16(dst []F16, src []float32) {
-	convert("F32ToF16", dst, src, f32ToF16, func(p csrc.Path, d []F16, s []float32) { csrc.F32ToF16(p, u16(d), s) })
+	convert("F32ToF16", dst, src, f32ToF16, func(p csrc.Kernels, d []F16, s []float32) { csrc.F32ToF16(p, u16(d), s) })
 }
 
 // F16ToF32 converts half-precision src to float32 (exactly).
 func F16ToF32(dst []float32, src []F16) {
-	convert("F16ToF32", dst, src, f16ToF32, func(p csrc.Path, d []float32, s []F16) { csrc.F16ToF32(p, d, u16(s)) })
+	convert("F16ToF32", dst, src, f16ToF32, func(p csrc.Kernels, d []float32, s []F16) { csrc.F16ToF32(p, d, u16(s)) })
 }
 
 // F32ToBF16 converts src to bfloat16, rounding to nearest even.
 func F32ToBF16(dst []BF16, src []float32) {
-	convert("F32ToBF16", dst, src, f32ToBF16, func(p csrc.Path, d []BF16, s []float32) { csrc.F32ToBF16(p, u16(d), s) })
+	convert("F32ToBF16", dst, src, f32ToBF16, func(p csrc.Kernels, d []BF16, s []float32) { csrc.F32ToBF16(p, u16(d), s) })
 }
 
 // BF16ToF32 converts bfloat16 src to float32 (exactly).
 func BF16ToF32(dst []float32, src []BF16) {
-	convert("BF16ToF32", dst, src, bf16ToF32, func(p csrc.Path, d []float32, s []BF16) { csrc.BF16ToF32(p, d, u16(s)) })
+	convert("BF16ToF32", dst, src, bf16ToF32, func(p csrc.Kernels, d []float32, s []BF16) { csrc.BF16ToF32(p, d, u16(s)) })
 }
 
 // FillNormal fills dst with standard normal values from the Philox4x32-10
-// stream keyed by key and stream (Box-Muller; see csrc/tb_kernels.h for
-// the exact algorithm). The same arguments give the same bits on every
-// path and machine. A sample's Slot.Seed gives (key, stream); add a field
-// number to stream to draw independent values for several fields.
+// stream keyed by key and stream (Box-Muller; see
+// internal/csrc/tb_kernels.h for the exact algorithm). The same arguments
+// give the same bits on every path and machine. A sample's Slot.Seed gives
+// (key, stream); add a field number to stream to draw independent values
+// for several fields.
 func FillNormal(dst []float32, key, stream uint64) { philox(dst, key, stream, true) }
 
 // FillUniform fills dst with values uniform in [0, 1) from the same stream
@@ -280,12 +220,12 @@ func FillNormal(dst []float32, key, stream uint64) { philox(dst, key, stream, tr
 func FillUniform(dst []float32, key, stream uint64) { philox(dst, key, stream, false) }
 
 func philox(dst []float32, key, stream uint64, normal bool) {
-	p := activePath()
-	if p == PathGo {
+	p := csrc.ActiveKernels()
+	if p == csrc.KernelsGo {
 		philoxGo(dst, key, stream, 0, normal)
 		return
 	}
-	csrc.PhiloxFill(cpath(p), dst, key, stream, 0, normal)
+	csrc.PhiloxFill(p, dst, key, stream, 0, normal)
 }
 
 // PadStack pads the n = len(lens) samples of a batch field in place: sample
@@ -313,7 +253,7 @@ func PadStack(buf []byte, lens []int64, maxlen, longest, row int, pad []byte) {
 			panic(fmt.Sprintf("collate: PadStack: sample %d has %d rows; longest %d, max %d", i, n, longest, maxlen))
 		}
 	}
-	if activePath() == PathGo {
+	if csrc.ActiveKernels() == csrc.KernelsGo {
 		padStackGo(buf, lens, maxlen, longest, row, pad)
 		return
 	}

@@ -6,7 +6,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
+
+// useKernels makes k the kernels that run and returns the restore
+// function; it panics if this CPU cannot run k.
+func useKernels(k Kernels) (restore func()) {
+	restore, err := csrc.SetKernels(csrc.Kernels(k))
+	if err != nil {
+		panic(err)
+	}
+	return restore
+}
 
 // Tensors that MakeTensor and Layout never make, built with view: gather
 // checks a tensor's memory against its shape rather than trusting either.
@@ -25,8 +37,8 @@ func TestGatherChecksTensorMemoryAgainstShape(t *testing.T) {
 		{"size overflows", view("x", Float32, []int{1 << 62, 3}, nil), ok, "is larger than the address space"},
 		{"invalid dtype", view("x", 99, []int{1}, []byte{0}), view("y", 99, []int{1}, []byte{0}), "src Tensor(DType(99)[1]) has an invalid dtype"},
 	} {
-		for _, p := range Paths() {
-			restore := SetPath(p)
+		for _, p := range AvailableKernels() {
+			restore := useKernels(p)
 			require.ErrorContains(t, gather(tc.dst, tc.src, []int64{0}, false), tc.contains, "%s on %s", tc.name, p)
 			restore()
 		}

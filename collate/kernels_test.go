@@ -10,34 +10,46 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
+// useKernels makes k the kernels that run and returns the restore
+// function; it panics if this CPU cannot run k.
+func useKernels(k collate.Kernels) (restore func()) {
+	restore, err := csrc.SetKernels(csrc.Kernels(k))
+	if err != nil {
+		panic(err)
+	}
+	return restore
+}
+
 // onEveryPath runs f once per kernel path this CPU supports.
-func onEveryPath(t *testing.T, f func(t *testing.T, p collate.Path)) {
-	for _, p := range collate.Paths() {
+func onEveryPath(t *testing.T, f func(t *testing.T, p collate.Kernels)) {
+	for _, p := range collate.AvailableKernels() {
 		t.Run(p.String(), func(t *testing.T) {
-			defer collate.SetPath(p)()
+			defer useKernels(p)()
 			f(t, p)
 		})
 	}
 }
 
 func TestPathsIncludeTheSIMDOnesThisCPUHas(t *testing.T) {
-	paths := collate.Paths()
+	paths := collate.AvailableKernels()
 	if !csrc.Cgo {
-		require.Equal(t, []collate.Path{collate.PathGo}, paths)
-		assert.PanicsWithValue(t, "collate: SetPath(scalar): built without cgo: the C kernels are not in this binary",
-			func() { collate.SetPath(collate.PathScalar) })
+		require.Equal(t, []collate.Kernels{collate.KernelsGo}, paths)
+		restore, err := csrc.SetKernels(csrc.KernelsScalar)
+		assert.Nil(t, restore)
+		assert.ErrorIs(t, err, csrc.ErrNoCgo)
+		assert.EqualError(t, err, "csrc: SetKernels(scalar): built without cgo: the C kernels are not in this binary")
 		t.Skip("built without cgo: the Go path is the only one")
 	}
 	require.GreaterOrEqual(t, len(paths), 2)
-	assert.Equal(t, collate.PathGo, paths[0])
-	assert.Equal(t, paths[len(paths)-1], collate.ActivePath(), "the best path is active unless "+collate.EnvKernels+" says otherwise")
+	assert.Equal(t, collate.KernelsGo, paths[0])
+	assert.Equal(t, paths[len(paths)-1], collate.ActiveKernels(), "the best path is active unless "+collate.EnvKernels+" says otherwise")
 	t.Logf("paths: %v", paths)
 	has512 := false
 	for _, p := range paths {
-		has512 = has512 || p == collate.PathAVX512
+		has512 = has512 || p == collate.KernelsAVX512
 	}
 	if !has512 {
 		t.Skip("this CPU has no AVX-512 F/BW/VL: the avx512 path is untested here")
@@ -92,11 +104,11 @@ func TestHalfConversionsMatchTheReference(t *testing.T) {
 		src := src[:n]
 		want16, wantBF := make([]collate.F16, n), make([]collate.BF16, n)
 		func() {
-			defer collate.SetPath(collate.PathGo)()
+			defer useKernels(collate.KernelsGo)()
 			collate.F32ToF16(want16, src)
 			collate.F32ToBF16(wantBF, src)
 		}()
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			got16, check16 := guarded[collate.F16](n, 0xabcd)
 			collate.F32ToF16(got16, src)
 			check16(t)
@@ -118,7 +130,7 @@ func TestHalfToFloatCoversEveryValue(t *testing.T) {
 	}
 	want := make([]float32, len(all))
 	func() {
-		defer collate.SetPath(collate.PathGo)()
+		defer useKernels(collate.KernelsGo)()
 		collate.F16ToF32(want, all)
 	}()
 	// Spot checks of the reference itself.
@@ -126,7 +138,7 @@ func TestHalfToFloatCoversEveryValue(t *testing.T) {
 	assert.Equal(t, float32(65504), want[0x7bff])
 	assert.Equal(t, float32(math.Ldexp(1, -24)), want[0x0001], "the smallest subnormal")
 	assert.True(t, math.IsInf(float64(want[0xfc00]), -1))
-	onEveryPath(t, func(t *testing.T, p collate.Path) {
+	onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 		got, check := guarded(len(all), sentinel32)
 		collate.F16ToF32(got, all)
 		check(t)
@@ -195,7 +207,7 @@ func TestGatherMatchesTheReference(t *testing.T) {
 			for i, j := range idx {
 				copy(want[i*row:], src[int(j)*row:(int(j)+1)*row])
 			}
-			onEveryPath(t, func(t *testing.T, p collate.Path) {
+			onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 				got, check := guarded[uint8](len(want), 0xee)
 				dt, err := collate.MakeTensor(collate.Uint8, []int{len(idx), row}, got)
 				require.NoError(t, err)
@@ -231,7 +243,7 @@ func TestU8ToCHWMatchesTheReference(t *testing.T) {
 		}
 		want := make([]float32, len(src))
 		func() {
-			defer collate.SetPath(collate.PathGo)()
+			defer useKernels(collate.KernelsGo)()
 			require.NoError(t, collate.U8HWCToCHW(want, src, h, w, c, mean, std))
 		}()
 		// The reference is ToTensor then Normalize, to float32 rounding.
@@ -241,7 +253,7 @@ func TestU8ToCHWMatchesTheReference(t *testing.T) {
 				require.InDelta(t, x, want[ch*h*w+p], 1e-5)
 			}
 		}
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			got, check := guarded(len(src), sentinel32)
 			require.NoError(t, collate.U8HWCToCHW(got, src, h, w, c, mean, std))
 			check(t)
@@ -263,10 +275,10 @@ func TestPhiloxMatchesTheReferenceAndIsNormal(t *testing.T) {
 			}
 			want := make([]float32, n)
 			func() {
-				defer collate.SetPath(collate.PathGo)()
+				defer useKernels(collate.KernelsGo)()
 				fill(want, 0x0123456789abcdef, 42)
 			}()
-			onEveryPath(t, func(t *testing.T, p collate.Path) {
+			onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 				got, check := guarded(n, sentinel32)
 				fill(got, 0x0123456789abcdef, 42)
 				check(t)
@@ -336,7 +348,7 @@ func TestPadStackMatchesTheReference(t *testing.T) {
 		}
 		want := append([]byte(nil), buf...)
 		func() {
-			defer collate.SetPath(collate.PathGo)()
+			defer useKernels(collate.KernelsGo)()
 			collate.PadStack(want, lens, tc.maxlen, longest, tc.row, pad)
 		}()
 		for i, n := range lens {
@@ -349,7 +361,7 @@ func TestPadStackMatchesTheReference(t *testing.T) {
 				}
 			}
 		}
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			got := append([]byte(nil), buf...)
 			collate.PadStack(got, lens, tc.maxlen, longest, tc.row, pad)
 			require.Equal(t, want[:tc.n*longest*tc.row], got[:tc.n*longest*tc.row])

@@ -112,7 +112,7 @@ func TestGatherEveryDType(t *testing.T) {
 		for _, i := range idx {
 			want = append(want, src[int(i)*row:(int(i)+1)*row]...)
 		}
-		onEveryPath(t, func(t *testing.T, p collate.Path) {
+		onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 			dst := make([]byte, len(idx)*row)
 			dt, err := collate.MakeTensor(d, []int{len(idx), cols}, dst)
 			require.NoError(t, err)
@@ -192,7 +192,7 @@ func TestKernelsAcceptZeroSizes(t *testing.T) {
 	require.NoError(t, err)
 	dst, err := collate.MakeTensor(collate.Float32, []int{2, 3, 0}, nil)
 	require.NoError(t, err)
-	onEveryPath(t, func(t *testing.T, p collate.Path) {
+	onEveryPath(t, func(t *testing.T, p collate.Kernels) {
 		require.NoError(t, collate.Gather(dst, src, []int64{4, 0}), "rows of 0 bytes")
 		require.NoError(t, collate.GatherStreaming(dst, src, []int64{1}))
 		assert.ErrorContains(t, collate.Gather(dst, src, []int64{5}), "index 5 at position 0 is out of range [0, 5)")

@@ -5,10 +5,11 @@ import (
 	"unsafe"
 )
 
-// The plain Go reference of every kernel: the PathGo implementation, and
-// what the C paths are tested against bit for bit. Floating point follows
-// csrc/tb_kernels.c operation by operation; every product is converted to
-// float32 explicitly, which the Go spec says prevents fusing it into an FMA.
+// The plain Go reference of every kernel: the KernelsGo implementation,
+// and what the C kernels are tested against bit for bit. Floating point
+// follows internal/csrc/tb_kernels.c operation by operation; every product
+// is converted to float32 explicitly, which the Go spec says prevents
+// fusing it into an FMA.
 
 func u16[T ~uint16](s []T) []uint16 {
 	if len(s) == 0 {
@@ -104,7 +105,7 @@ func padStackGo(buf []byte, lens []int64, maxlen, longest, row int, pad []byte) 
 	}
 }
 
-// Philox4x32-10 and Box-Muller: see csrc/tb_kernels.c.
+// Philox4x32-10 and Box-Muller: see internal/csrc/tb_kernels.c.
 const (
 	philoxM0 = 0xD2511F53
 	philoxM1 = 0xCD9E8D57

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // platformDigests is the one recorded list of the platform workload's batch
@@ -92,24 +92,33 @@ func platformRun(t *testing.T) []string {
 	return lines
 }
 
+// useKernels makes k the kernels that run and returns the restore
+// function; it fails t if this CPU cannot run k.
+func useKernels(t testing.TB, k collate.Kernels) (restore func()) {
+	t.Helper()
+	restore, err := csrc.SetKernels(csrc.Kernels(k))
+	require.NoError(t, err)
+	return restore
+}
+
 func TestPlatformDigests(t *testing.T) {
 	want := strings.Split(strings.TrimSpace(platformDigests), "\n")
 	if *recordDigests {
 		require.Equal(t, "linux/amd64", runtime.GOOS+"/"+runtime.GOARCH, "record on linux/amd64")
-		defer collate.SetPath(collate.PathGo)()
+		defer useKernels(t, collate.KernelsGo)()
 		got := platformRun(t)
 		require.NoError(t, os.WriteFile("testdata/platform-digests.txt", []byte(strings.Join(got, "\n")+"\n"), 0o644))
 		t.Logf("recorded %d digests", len(got))
 		return
 	}
 	require.Len(t, want, 14, "testdata/platform-digests.txt")
-	paths := collate.Paths()
+	paths := collate.AvailableKernels()
 	if !csrc.Cgo {
-		require.Equal(t, []collate.Path{collate.PathGo}, paths)
+		require.Equal(t, []collate.Kernels{collate.KernelsGo}, paths)
 	}
 	for _, p := range paths {
 		t.Run(p.String(), func(t *testing.T) {
-			defer collate.SetPath(p)()
+			defer useKernels(t, p)()
 			assert.Equal(t, want, platformRun(t), "%s/%s, cgo %v, kernels %s", runtime.GOOS, runtime.GOARCH, csrc.Cgo, p)
 		})
 	}

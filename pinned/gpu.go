@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // GPU is the backend of a CUDA or HIP device: host buffers from
@@ -24,7 +24,7 @@ func (g *GPU) Name() string { return g.rt.Kind().String() }
 func (g *GPU) Device() int { return g.device }
 
 // Runtime returns the loaded runtime, for calls this package does not wrap.
-func (g *GPU) Runtime() *csrc.Runtime { return g.rt }
+func (g *GPU) Runtime() *Runtime { return g.rt }
 
 // on runs f on a locked OS thread whose current device is g's: CUDA and HIP
 // keep the current device per thread, and goroutines move between threads.
@@ -62,7 +62,7 @@ func (g *GPU) hostAlloc(n int, flags uint) (b []byte, err error) {
 func (g *GPU) HostFree(b []byte) error { return g.rt.HostFree(b) }
 
 // Malloc returns n bytes of device memory.
-func (g *GPU) Malloc(n int) (p csrc.DevicePtr, err error) {
+func (g *GPU) Malloc(n int) (p DevicePtr, err error) {
 	err = g.on(func() error {
 		p, err = g.rt.Malloc(n)
 		return err
@@ -71,10 +71,10 @@ func (g *GPU) Malloc(n int) (p csrc.DevicePtr, err error) {
 }
 
 // Free frees device memory.
-func (g *GPU) Free(p csrc.DevicePtr) error { return g.rt.Free(p) }
+func (g *GPU) Free(p DevicePtr) error { return g.rt.Free(p) }
 
 // NewStream returns a non-blocking stream on the device.
-func (g *GPU) NewStream() (s csrc.Stream, err error) {
+func (g *GPU) NewStream() (s Stream, err error) {
 	err = g.on(func() error {
 		s, err = g.rt.StreamCreate()
 		return err
@@ -86,7 +86,7 @@ func (g *GPU) NewStream() (s csrc.Stream, err error) {
 func (g *GPU) DestroyStream(s Stream) error { return g.rt.StreamDestroy(s) }
 
 // NewEvent returns an event on the device, with timing disabled.
-func (g *GPU) NewEvent() (e csrc.Event, err error) {
+func (g *GPU) NewEvent() (e Event, err error) {
 	err = g.on(func() error {
 		e, err = g.rt.EventCreate()
 		return err
@@ -94,10 +94,35 @@ func (g *GPU) NewEvent() (e csrc.Event, err error) {
 	return e, err
 }
 
-// Handles of the runtime, as the engine and users pass them around.
+// The types of the GPU runtime binding (the module's internal C core),
+// named here so that code outside the module can hold them.
 type (
-	Stream = csrc.Stream // cudaStream_t / hipStream_t
-	Event  = csrc.Event  // cudaEvent_t / hipEvent_t
+	// Runtime is a loaded CUDA or HIP runtime library (GPU.Runtime), for
+	// the calls this package does not wrap. Its methods mirror the
+	// runtime's: DeviceCount, SetDevice, HostAlloc, HostFree, Malloc, Free,
+	// DeviceSynchronize, StreamCreate (non-blocking),
+	// StreamCreateWithFlags, StreamDestroy, StreamSynchronize,
+	// StreamWaitEvent, EventCreate (timing disabled), EventDestroy,
+	// EventRecord, EventQuery, EventSynchronize, CopyToDeviceAsync,
+	// CopyToHostAsync, CopyToHost and CopyToDevice; plus Kind, Path and
+	// Close. Device calls act on the device current on the calling OS
+	// thread (lock it, and SetDevice, for a device other than 0). Host
+	// memory given to an asynchronous copy must come from HostAlloc. A
+	// failed call returns a *RuntimeError.
+	Runtime = csrc.Runtime
+
+	// RuntimeError is a status a runtime call returned. Its fields: Kind
+	// (prints as cuda or hip), Call (the runtime function, e.g.
+	// "cudaMemcpyAsync"), Code (the runtime's status code), Name (e.g.
+	// "cudaErrorInvalidValue") and Message (the runtime's description).
+	// errors.As(err, &re) with re a *RuntimeError finds it in the errors
+	// of this package and of the engine; errors.Is(err, ErrNoDevice)
+	// matches the codes that mean no usable GPU.
+	RuntimeError = csrc.Error
+
+	DevicePtr = csrc.DevicePtr // device memory: cudaMalloc's / hipMalloc's pointer
+	Stream    = csrc.Stream    // cudaStream_t / hipStream_t
+	Event     = csrc.Event     // cudaEvent_t / hipEvent_t
 )
 
 // LegacyStream is the legacy default stream (stream 0) of the current
@@ -156,7 +181,7 @@ func (g *GPU) RecordUse(b *Buffer, streams ...Stream) error {
 func (g *GPU) WaitEvent(e Event) error { return g.rt.EventSynchronize(e) }
 
 // Fence returns a Fence that is done when e's last recorded work is.
-func (g *GPU) Fence(e csrc.Event) Fence { return eventFence{g.rt, e} }
+func (g *GPU) Fence(e Event) Fence { return eventFence{g.rt, e} }
 
 type eventFence struct {
 	rt *csrc.Runtime

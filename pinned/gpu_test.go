@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 	"github.com/tensorbatch/tensorbatch/pinned"
@@ -76,6 +76,21 @@ func clearLauncherEnv(t *testing.T) {
 	for _, v := range launch.Vars() {
 		t.Setenv(v, "")
 	}
+}
+
+// Runtime failures are *pinned.RuntimeError values, which callers outside
+// the module can name.
+func TestRuntimeErrorsAreRuntimeErrors(t *testing.T) {
+	useFake(t)
+	t.Setenv("TB_FAKE_DEVICES", "0")
+	_, err := pinned.Select("cuda")
+	var re *pinned.RuntimeError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "cuda", re.Kind.String())
+	assert.Equal(t, "cudaGetDeviceCount", re.Call)
+	assert.Equal(t, 100, re.Code)
+	assert.Equal(t, "cudaErrorNoDevice", re.Name)
+	assert.ErrorIs(t, err, pinned.ErrNoDevice)
 }
 
 func TestSelectSpecAndDeviceOrdinal(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -21,6 +20,6 @@ func TestWithoutCgoAutoIsCPU(t *testing.T) {
 	assert.Equal(t, "cpu (built without cgo)", s.String())
 	for _, spec := range []string{"cuda", "hip:1"} {
 		_, err = pinned.Select(spec)
-		assert.ErrorIs(t, err, csrc.ErrNoCgo, spec)
+		assert.ErrorIs(t, err, pinned.ErrNoCgo, spec)
 	}
 }

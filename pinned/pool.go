@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // Buffer is a buffer handed out by a Pool: host memory, or device memory
@@ -39,13 +39,13 @@ func (b *Buffer) Len() int { return b.n }
 func (b *Buffer) Cap() int { return b.size }
 
 // Device returns the device memory of a device pool's buffer.
-func (b *Buffer) Device() csrc.DevicePtr { return b.dev }
+func (b *Buffer) Device() DevicePtr { return b.dev }
 
 // Event returns the buffer's own event on a GPU backend (0 on cpu): record
 // it after the copy that reads or writes the buffer, and Put the buffer
 // back with the backend's Fence of it. Each buffer has its own event, so a
 // fence never outlives the event it queries.
-func (b *Buffer) Event() csrc.Event { return b.event }
+func (b *Buffer) Event() Event { return b.event }
 
 // allocator is the memory a pool caches.
 type allocator interface {

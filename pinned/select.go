@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/launch"
 )
 
@@ -60,7 +60,7 @@ var (
 // missing, reports no device (or not the one wanted), or fails any call of
 // the probe; an explicit hip or cuda that fails is an error. A binary built
 // without cgo loads no library: auto is cpu with the reason "built without
-// cgo", and hip or cuda is an error matching csrc.ErrNoCgo. The result is
+// cgo", and hip or cuda is an error matching ErrNoCgo. The result is
 // cached per spec and device and logged once.
 func Select(spec string) (Selection, error) {
 	if spec == "" {
@@ -214,8 +214,17 @@ func open(kind csrc.Kind, dev wantDevice) (*GPU, string, error) {
 	return nil, "", fmt.Errorf("no library loads (tried %s)", strings.Join(missing, ", "))
 }
 
-// ErrNoDevice is matched by errors that mean there is no usable GPU.
-var ErrNoDevice = csrc.ErrNoDevice
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrNoDevice is matched by errors that mean there is no usable GPU:
+	// a *RuntimeError of no device, an invalid device or no driver, and
+	// Select's errors for a device that is not there.
+	ErrNoDevice = csrc.ErrNoDevice
+
+	// ErrNoCgo is matched by the error of a hip or cuda backend asked for
+	// in a binary built without cgo, which loads no GPU runtime.
+	ErrNoCgo = csrc.ErrNoCgo
+)
 
 // resetSelections forgets cached selections (tests only).
 func resetSelections() {

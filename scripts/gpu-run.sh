@@ -17,7 +17,7 @@ build)
 	export CGO_ENABLED=1 PATH="$PATH:/usr/local/go/bin"
 	mkdir -p out/gpu
 	go test -c -o out/gpu/engine.test ./engine
-	go test -c -o out/gpu/csrc.test ./csrc
+	go test -c -o out/gpu/csrc.test ./internal/csrc
 	go build -o out/gpu/bench ./bench
 	echo "built: $(ls out/gpu)"
 	;;

@@ -7,9 +7,9 @@
 #   windows  built with mingw-w64 (gcc-mingw-w64-x86-64), run under wine64
 #   arm64    built with gcc-aarch64-linux-gnu, run under qemu-aarch64
 #
-# The fake CUDA runtime (csrc/fakecudart) is built for the target too and
-# named by TB_FAKE_CUDART, so the GPU path's tests run through LoadLibrary
-# (Windows) and dlopen (arm64) as well. Binaries, the fake and the Wine
+# The fake CUDA runtime (internal/csrc/fakecudart) is built for the target
+# too and named by TB_FAKE_CUDART, so the GPU path's tests run through
+# LoadLibrary (Windows) and dlopen (arm64) as well. Binaries, the fake and the Wine
 # prefix live in bin/<target>/. Each package's time is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ windows)
 	export GOOS=windows GOARCH=amd64 CGO_ENABLED=1 CC=x86_64-w64-mingw32-gcc
 	# winpthreads linked in, so the DLL needs nothing beyond the system's.
 	x86_64-w64-mingw32-gcc-posix "${FAKE_FLAGS[@]}" -static-libgcc -o "$out/fakecudart.dll" \
-		csrc/fakecudart/fakecudart.c -Wl,-Bstatic -lpthread
+		internal/csrc/fakecudart/fakecudart.c -Wl,-Bstatic -lpthread
 	fake="Z:$(echo "$out" | tr / '\\')\\fakecudart.dll"
 	export WINEPREFIX=$out/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 	if [ ! -d "$WINEPREFIX/drive_c/windows/system32" ]; then
@@ -49,7 +49,7 @@ windows)
 	;;
 arm64)
 	export GOOS=linux GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc
-	aarch64-linux-gnu-gcc "${FAKE_FLAGS[@]}" -fPIC -o "$out/libfakecudart.so" csrc/fakecudart/fakecudart.c -lpthread
+	aarch64-linux-gnu-gcc "${FAKE_FLAGS[@]}" -fPIC -o "$out/libfakecudart.so" internal/csrc/fakecudart/fakecudart.c -lpthread
 	fake=$out/libfakecudart.so
 	runner=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
 	ext=

@@ -15,14 +15,14 @@ func benchResample(b *testing.B, g Geometry, w, h int, out Output) {
 	tr := Train(224)
 	tr.Output = out
 	var pl plan
-	pl.build(g, &tr, 1, w, h)
-	stride := (pl.x1 - pl.x0) * 4
-	src := make([]byte, stride*(pl.y1-pl.y0))
+	buildPlan(&pl, g, &tr, 1, w, h)
+	stride := (pl.X1 - pl.X0) * 4
+	src := make([]byte, stride*(pl.Y1-pl.Y0))
 	for i := range src {
 		src[i] = byte(i * 7 >> 3)
 	}
-	dst := make([]byte, pl.dstBytes())
-	for _, p := range collate.Paths() {
+	dst := make([]byte, pl.DstBytes())
+	for _, p := range collate.AvailableKernels() {
 		b.Run(p.String(), func(b *testing.B) {
 			var n native
 			if hasNative {
@@ -34,7 +34,7 @@ func benchResample(b *testing.B, g Geometry, w, h int, out Output) {
 			var gs goScratch
 			b.ReportAllocs()
 			for b.Loop() {
-				if p == collate.PathGo || !hasNative {
+				if p == collate.KernelsGo || !hasNative {
 					resampleGo(dst, src, stride, &pl, &gs)
 				} else if err := n.resample(p, &pl, src, stride, dst); err != nil {
 					b.Fatal(err)
@@ -106,15 +106,15 @@ func BenchmarkJPEGStages(b *testing.B) {
 				for b.Loop() {
 					data, h := files[i%len(files)], hds[i%len(files)]
 					i++
-					pl.build(tr.Geometry(h.w, h.h, rng), &tr, 1, h.w, h.h)
+					buildPlan(&pl, tr.Geometry(h.w, h.h, rng), &tr, 1, h.w, h.h)
 					switch stage {
 					case "full":
-						pl.x0, pl.y0, pl.x1, pl.y1 = 0, 0, h.w, h.h
+						pl.X0, pl.Y0, pl.X1, pl.Y1 = 0, 0, h.w, h.h
 					case "huffman":
-						pl.y0 = pl.y1 - 1
+						pl.Y0 = pl.Y1 - 1
 					}
-					stride := (pl.x1 - pl.x0) * 4
-					buf = grow(buf, stride*(pl.y1-pl.y0))
+					stride := (pl.X1 - pl.X0) * 4
+					buf = grow(buf, stride*(pl.Y1-pl.Y0))
 					if err := n.jpegRegion(data, h, jpegOpts{denom: 1}, &pl, buf, stride); err != nil {
 						b.Fatal(err)
 					}

@@ -11,15 +11,16 @@ import (
 // Environment variables that steer the JPEG decoder.
 const (
 	EnvJPEG    = "TENSORBATCH_JPEG"     // auto (default), turbo or go
-	EnvJPEGLib = "TENSORBATCH_JPEG_LIB" // a libjpeg path, tried instead of JPEGLibs
+	EnvJPEGLib = "TENSORBATCH_JPEG_LIB" // a libjpeg path, tried instead of the default libraries
 )
 
-// JPEGLibs are the libjpeg-turbo libraries tried, in order: the libjpeg
-// 6.2 ABI (Debian's libjpeg62-turbo), which has jpeg_crop_scanline and
-// jpeg_skip_scanlines. A library of another ABI (libjpeg.so.8, or a
-// Windows build whose boolean is a byte) is refused when it loads, by
-// jpeg_CreateDecompress's struct-size check, and Go's decoder is used.
-var JPEGLibs = jpegLibs()
+// jpegLibNames are the libjpeg-turbo libraries tried by default, in order:
+// the libjpeg 6.2 ABI (Debian's libjpeg62-turbo), which has
+// jpeg_crop_scanline and jpeg_skip_scanlines. A library of another ABI
+// (libjpeg.so.8, or a Windows build whose boolean is a byte) is refused
+// when it loads, by jpeg_CreateDecompress's struct-size check, and Go's
+// decoder is used.
+var jpegLibNames = jpegLibs()
 
 func jpegLibs() []string {
 	switch runtime.GOOS {
@@ -51,10 +52,12 @@ var (
 )
 
 // JPEGDecoderInfo returns the JPEG decoder chosen at first use: libjpeg-turbo
-// loaded at run time ($TENSORBATCH_JPEG_LIB, else JPEGLibs), else Go's
-// image/jpeg, with the reason. $TENSORBATCH_JPEG=go forces Go's decoder;
-// turbo makes a failure to load libjpeg-turbo fatal for datasets (their
-// constructors return it). The choice is logged once with log/slog.
+// loaded at run time ($TENSORBATCH_JPEG_LIB, else libjpeg.so.62 on linux,
+// libjpeg.62.dylib on macOS, jpeg62.dll or libjpeg-62.dll on Windows),
+// else Go's image/jpeg, with the reason. $TENSORBATCH_JPEG=go forces Go's
+// decoder; turbo makes a failure to load libjpeg-turbo fatal for datasets
+// (their constructors return it). The choice is logged once with
+// log/slog.
 func JPEGDecoderInfo() DecoderInfo {
 	d, _, _ := jpegDecoder()
 	return d
@@ -87,7 +90,7 @@ func selectDecoder(spec, path string) (DecoderInfo, *jpegLib) {
 	default:
 		return DecoderInfo{"go", fmt.Sprintf("%s=%q is not auto, turbo or go; using Go's image/jpeg", EnvJPEG, spec)}, nil
 	}
-	libs := JPEGLibs
+	libs := jpegLibNames
 	if path != "" {
 		libs = []string{path}
 	}

@@ -36,8 +36,8 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 			g := tr.Geometry(hd.w, hd.h, rng)
 			o := jpegOpts{denom: []int{1, 2, 4}[rng.IntN(3)], fastDCT: fastDCT, maxPixels: 1 << 30}
 			var pl plan
-			pl.build(g, &tr, o.denom, ceilDiv(hd.w, o.denom), ceilDiv(hd.h, o.denom))
-			stride := (pl.x1 - pl.x0) * 4
+			buildPlan(&pl, g, &tr, o.denom, ceilDiv(hd.w, o.denom), ceilDiv(hd.h, o.denom))
+			stride := (pl.X1 - pl.X0) * 4
 			var ref []byte
 			for k := range 3 {
 				var n native
@@ -49,11 +49,11 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 					other := imgs[(it+j+1)%len(imgs)]
 					oh, _ := parseJPEG(other)
 					var op plan
-					op.build(tr.Geometry(oh.w, oh.h, rng), &tr, 1, oh.w, oh.h)
-					buf := make([]byte, (op.x1-op.x0)*4*(op.y1-op.y0))
-					n.jpegRegion(other, oh, jpegOpts{denom: 1, fastDCT: !fastDCT, maxPixels: 1 << 30}, &op, buf, (op.x1-op.x0)*4)
+					buildPlan(&op, tr.Geometry(oh.w, oh.h, rng), &tr, 1, oh.w, oh.h)
+					buf := make([]byte, (op.X1-op.X0)*4*(op.Y1-op.Y0))
+					n.jpegRegion(other, oh, jpegOpts{denom: 1, fastDCT: !fastDCT, maxPixels: 1 << 30}, &op, buf, (op.X1-op.X0)*4)
 				}
-				region := make([]byte, stride*(pl.y1-pl.y0))
+				region := make([]byte, stride*(pl.Y1-pl.Y0))
 				for i := range region {
 					region[i] = byte(k * 77)
 				}

@@ -15,8 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/vision"
 )
+
+// useKernels makes k the kernels that run and returns the restore
+// function; it fails t if this CPU cannot run k.
+func useKernels(t testing.TB, k collate.Kernels) (restore func()) {
+	t.Helper()
+	restore, err := csrc.SetKernels(csrc.Kernels(k))
+	require.NoError(t, err)
+	return restore
+}
 
 type goldenCase struct {
 	Kind   string `json:"kind"`
@@ -139,9 +149,9 @@ func runGoldens(t *testing.T, m manifest, mode vision.Mode) (jpeg, other diffSta
 // With libjpeg-turbo (the library Pillow links) the match is exact.
 func TestGoldensMatchTorchvision(t *testing.T) {
 	m := loadManifest(t)
-	for _, p := range collate.Paths() {
+	for _, p := range collate.AvailableKernels() {
 		t.Run(p.String(), func(t *testing.T) {
-			defer collate.SetPath(p)()
+			defer useKernels(t, p)()
 			jpeg, other := runGoldens(t, m, vision.Exact)
 			t.Logf("%s: JPEG %v; others %v", vision.JPEGDecoderInfo(), jpeg, other)
 			if !vision.JPEGDecoderInfo().Turbo() {
@@ -167,8 +177,8 @@ func TestGoldensFastMode(t *testing.T) {
 	require.NoError(t, err)
 	defer ds.Close()
 	got := make([]byte, m.Size*m.Size*3)
-	for _, p := range collate.Paths() {
-		restore := collate.SetPath(p)
+	for _, p := range collate.AvailableKernels() {
+		restore := useKernels(t, p)
 		var other, full, scaled diffStats
 		for _, c := range m.Cases {
 			want, err := os.ReadFile(filepath.Join(testdata, c.Golden))
@@ -227,8 +237,8 @@ func TestGoldenFloat32MatchesTorchvision(t *testing.T) {
 	require.NoError(t, err)
 	defer ds.Close()
 	w, h := imageSize(t, filepath.Join(testdata, m.Float32.File))
-	for _, p := range collate.Paths() {
-		restore := collate.SetPath(p)
+	for _, p := range collate.AvailableKernels() {
+		restore := useKernels(t, p)
 		got := make([]float32, 3*m.Size*m.Size)
 		b := unsafe.Slice((*byte)(unsafe.Pointer(&got[0])), 4*len(got))
 		require.NoError(t, ds.DecodeGeometry(filepath.Join(testdata, m.Float32.File), tr.Geometry(w, h, nil), b))

@@ -48,20 +48,20 @@ func TestKernelsMatchGoReference(t *testing.T) {
 		tr = tr.withDefaults()
 		g := tr.Geometry(w, h, rng)
 		var pl plan
-		pl.build(g, &tr, 1, w, h)
-		stride := (pl.x1-pl.x0)*4 + 4*rng.IntN(3)
-		src := make([]byte, stride*(pl.y1-pl.y0))
+		buildPlan(&pl, g, &tr, 1, w, h)
+		stride := (pl.X1-pl.X0)*4 + 4*rng.IntN(3)
+		src := make([]byte, stride*(pl.Y1-pl.Y0))
 		for i := range src {
 			src[i] = byte(rng.Uint32())
 		}
-		want := withGuard(pl.dstBytes())
+		want := withGuard(pl.DstBytes())
 		resampleGo(want, src, stride, &pl, &gs)
-		checkGuard(t, want, pl.dstBytes(), "the Go reference")
-		for _, p := range collate.Paths()[1:] {
-			got := withGuard(pl.dstBytes())
+		checkGuard(t, want, pl.DstBytes(), "the Go reference")
+		for _, p := range collate.AvailableKernels()[1:] {
+			got := withGuard(pl.DstBytes())
 			require.NoError(t, n.resample(p, &pl, src, stride, got))
-			checkGuard(t, got, pl.dstBytes(), p.String())
-			require.Equal(t, want[:pl.dstBytes()], got[:pl.dstBytes()], "case %d on %s: %dx%d %+v %+v", it, p, w, h, tr, g)
+			checkGuard(t, got, pl.DstBytes(), p.String())
+			require.Equal(t, want[:pl.DstBytes()], got[:pl.DstBytes()], "case %d on %s: %dx%d %+v %+v", it, p, w, h, tr, g)
 		}
 	}
 }
@@ -92,17 +92,17 @@ func TestJPEGFusedMatchesRegionAndReference(t *testing.T) {
 			o := jpegOpts{denom: []int{1, 1, 2, 4, 8}[rng.IntN(5)], maxPixels: 1 << 30}
 			sw, sh := ceilDiv(hd.w, o.denom), ceilDiv(hd.h, o.denom)
 			var pl plan
-			pl.build(g, &tr, o.denom, sw, sh)
-			stride := (pl.x1 - pl.x0) * 4
-			region := make([]byte, stride*(pl.y1-pl.y0))
+			buildPlan(&pl, g, &tr, o.denom, sw, sh)
+			stride := (pl.X1 - pl.X0) * 4
+			region := make([]byte, stride*(pl.Y1-pl.Y0))
 			require.NoError(t, n.jpegRegion(data, hd, o, &pl, region, stride))
-			want := withGuard(pl.dstBytes())
+			want := withGuard(pl.DstBytes())
 			resampleGo(want, region, stride, &pl, &gs)
-			for _, p := range collate.Paths()[1:] {
-				got := withGuard(pl.dstBytes())
+			for _, p := range collate.AvailableKernels()[1:] {
+				got := withGuard(pl.DstBytes())
 				require.NoError(t, n.jpeg(p, data, hd, o, &pl, got))
-				checkGuard(t, got, pl.dstBytes(), p.String())
-				require.Equal(t, want[:pl.dstBytes()], got[:pl.dstBytes()], fmt.Sprintf("%s case %d on %s: %+v %+v", f, it, p, o, g))
+				checkGuard(t, got, pl.DstBytes(), p.String())
+				require.Equal(t, want[:pl.DstBytes()], got[:pl.DstBytes()], fmt.Sprintf("%s case %d on %s: %+v %+v", f, it, p, o, g))
 			}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"runtime"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 type jpegLib = csrc.JPEGLib
@@ -38,10 +38,9 @@ func trimCsrc(s string) string {
 
 const hasNative = true
 
-// native is a worker's C decoder and the C copy of its plan.
+// native is a worker's C decoder.
 type native struct {
 	d *csrc.ImageDecoder
-	p csrc.Plan
 }
 
 func (n *native) init(lib *jpegLib) error {
@@ -62,37 +61,22 @@ func (n *native) close() {
 	}
 }
 
-func cpath(p collate.Path) csrc.Path {
-	switch p {
-	case collate.PathAVX2:
-		return csrc.AVX2
-	case collate.PathAVX512:
-		return csrc.AVX512
-	}
-	return csrc.Scalar
-}
-
-func (n *native) plan(p *plan) *csrc.Plan {
-	n.p = csrc.Plan{X0: p.x0, Y0: p.y0, X1: p.x1, Y1: p.y1, OW: p.ow, OH: p.oh, HKS: p.hks, VKS: p.vks,
-		HB: p.hb, HK: p.hk, VB: p.vb, VK: p.vk, Flip: p.flip, Out: csrc.Out(p.out), Mean: p.mean, Std: p.std,
-		Fast: p.fast, Scale: p.scale, Bias: p.bias}
-	return &n.p
-}
-
 func (o jpegOpts) request(h jpegHeader) csrc.JPEGRequest {
 	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, FastDCT: o.fastDCT}
 }
 
-func (n *native) jpeg(path collate.Path, data []byte, h jpegHeader, o jpegOpts, p *plan, dst []byte) error {
-	return imageErr(n.d.JPEGResample(cpath(path), data, o.request(h), n.plan(p), dst))
+// The kernels are numbered as collate's (collate checks it at build time).
+
+func (n *native) jpeg(k collate.Kernels, data []byte, h jpegHeader, o jpegOpts, p *plan, dst []byte) error {
+	return imageErr(n.d.JPEGResample(csrc.Kernels(k), data, o.request(h), p, dst))
 }
 
 func (n *native) jpegRegion(data []byte, h jpegHeader, o jpegOpts, p *plan, dst []byte, stride int) error {
-	return imageErr(n.d.JPEGRegion(data, o.request(h), p.x0, p.y0, p.x1, p.y1, dst, stride))
+	return imageErr(n.d.JPEGRegion(data, o.request(h), p.X0, p.Y0, p.X1, p.Y1, dst, stride))
 }
 
-func (n *native) resample(path collate.Path, p *plan, src []byte, stride int, dst []byte) error {
-	return imageErr(n.d.Resample(cpath(path), n.plan(p), src, stride, dst))
+func (n *native) resample(k collate.Kernels, p *plan, src []byte, stride int, dst []byte) error {
+	return imageErr(n.d.Resample(csrc.Kernels(k), p, src, stride, dst))
 }
 
 // imageErr wraps libjpeg's failures in the package's sentinel errors.

@@ -24,7 +24,7 @@ type native struct{}
 func (n *native) init(*jpegLib) error { return nil }
 func (n *native) close()              {}
 
-func (n *native) jpeg(collate.Path, []byte, jpegHeader, jpegOpts, *plan, []byte) error {
+func (n *native) jpeg(collate.Kernels, []byte, jpegHeader, jpegOpts, *plan, []byte) error {
 	return errNoCgo
 }
 
@@ -32,6 +32,6 @@ func (n *native) jpegRegion([]byte, jpegHeader, jpegOpts, *plan, []byte, int) er
 	return errNoCgo
 }
 
-func (n *native) resample(collate.Path, *plan, []byte, int, []byte) error { return errNoCgo }
+func (n *native) resample(collate.Kernels, *plan, []byte, int, []byte) error { return errNoCgo }
 
 func (*jpegLib) Close() {}

@@ -184,7 +184,7 @@ func (sc *scratch) build(g Geometry, t *Transform, denom, sw, sh int) {
 	if sc.plKey == k {
 		return
 	}
-	sc.pl.build(g, t, denom, sw, sh)
+	buildPlan(&sc.pl, g, t, denom, sw, sh)
 	sc.plKey = k
 }
 
@@ -233,7 +233,7 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 	if len(dst) != t.Size*t.Size*3*t.Output.elemBytes() {
 		return fmt.Errorf("image field of %d bytes, the transform writes %d", len(dst), t.Size*t.Size*3*t.Output.elemBytes())
 	}
-	path := collate.ActivePath()
+	path := collate.ActiveKernels()
 	if sniff(data) == formatJPEG && p.lib != nil {
 		h, err := parseJPEG(data)
 		if err != nil {
@@ -256,11 +256,11 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 			}
 			sw, sh := ceilDiv(h.w, o.denom), ceilDiv(h.h, o.denom)
 			sc.build(g, t, o.denom, sw, sh)
-			if path != collate.PathGo {
+			if path != collate.KernelsGo {
 				return sc.n.jpeg(path, data, h, o, &sc.pl, dst)
 			}
-			stride := (sc.pl.x1 - sc.pl.x0) * 4
-			sc.region = grow(sc.region, stride*(sc.pl.y1-sc.pl.y0))
+			stride := (sc.pl.X1 - sc.pl.X0) * 4
+			sc.region = grow(sc.region, stride*(sc.pl.Y1-sc.pl.Y0))
 			if err := sc.n.jpegRegion(data, h, o, &sc.pl, sc.region, stride); err != nil {
 				return err
 			}
@@ -276,10 +276,10 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 	b := img.Bounds()
 	g := geom(b.Dx(), b.Dy())
 	sc.build(g, t, 1, b.Dx(), b.Dy())
-	stride := (sc.pl.x1 - sc.pl.x0) * 4
-	sc.region = grow(sc.region, stride*(sc.pl.y1-sc.pl.y0))
-	toRGBX(sc.region, stride, img, sc.pl.x0, sc.pl.y0, sc.pl.x1, sc.pl.y1)
-	if hasNative && path != collate.PathGo {
+	stride := (sc.pl.X1 - sc.pl.X0) * 4
+	sc.region = grow(sc.region, stride*(sc.pl.Y1-sc.pl.Y0))
+	toRGBX(sc.region, stride, img, sc.pl.X0, sc.pl.Y0, sc.pl.X1, sc.pl.Y1)
+	if hasNative && path != collate.KernelsGo {
 		return sc.n.resample(path, &sc.pl, sc.region, stride, dst)
 	}
 	resampleGo(dst, sc.region, stride, &sc.pl, &sc.gs)

@@ -5,35 +5,27 @@ import (
 	"unsafe"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // precisionBits is Pillow's fixed point for 8-bit resampling
 // (libImaging/Resample.c): 22 fractional bits.
 const precisionBits = 22
 
-// plan is one image's resampling, in the coordinates of the decoded
-// (possibly DCT-scaled) image: the window of ow x oh output pixels reads
-// region [x0, x1) x [y0, y1); output column j reads region columns
-// hb[2j]+t, t < hb[2j+1], weighted hk[j*hks+t]; output row i reads rows
-// vb[2i]+t of the horizontally resized region, weighted vk[i*vks+t]. The
-// C kernels (csrc/tb_image.c) and the Go reference below run the same
-// integer arithmetic, so they agree bit for bit.
-//
-// A fast plan (Mode Fast) runs the fast resampling: the vertical pass
-// first, in 16 bits, then the horizontal one (see resampleFastGo and
-// csrc/tb_image.h); its outputs are acc*scale[c] + bias[c], where acc is
-// the value with 14 fractional bits.
-type plan struct {
-	x0, y0, x1, y1 int
-	ow, oh         int
-	hks, vks       int
-	hb, hk, vb, vk []int32
-	flip           bool
-	out            Output
-	mean, std      [3]float32
-	fast           bool
-	scale, bias    [3]float32
-}
+// plan is one image's resampling: internal/csrc's Plan, which the C
+// kernels read and the Go reference below runs with the same integer
+// arithmetic, bit for bit. build fills it.
+type plan = csrc.Plan
+
+// Output and the kernels' layouts are numbered the same: an array length
+// below zero, or a non-zero one, fails the build.
+var (
+	_ [0]int = [Float32CHW - Output(csrc.OutF32CHW)]int{}
+	_ [0]int = [Float16CHW - Output(csrc.OutF16CHW)]int{}
+	_ [0]int = [BFloat16CHW - Output(csrc.OutBF16CHW)]int{}
+	_ [0]int = [Uint8HWC - Output(csrc.OutU8HWC)]int{}
+	_ [0]int = [Uint8CHW - Output(csrc.OutU8CHW)]int{}
+)
 
 // scaledSpan maps the box span [b, b+n) of a source axis to an axis
 // DCT-scaled by 1/denom of decoded size size: the input pixels [lo,
@@ -133,33 +125,31 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// build fills p for geometry g of a w x h image decoded at 1/denom
+// buildPlan fills p for geometry g of a w x h image decoded at 1/denom
 // (decoded size sw x sh).
-func (p *plan) build(g Geometry, t *Transform, denom, sw, sh int) {
+func buildPlan(p *plan, g Geometry, t *Transform, denom, sw, sh int) {
 	lo, in, in0, in1 := scaledSpan(g.Box.X, g.Box.W, denom, sw)
 	var first, last int
-	p.hks, p.hb, p.hk, first, last = axis(p.hb, p.hk, in, in0, in1, g.ResizeW, g.OX, g.Size)
-	p.x0, p.x1 = lo+first, lo+last
+	p.HKS, p.HB, p.HK, first, last = axis(p.HB, p.HK, in, in0, in1, g.ResizeW, g.OX, g.Size)
+	p.X0, p.X1 = lo+first, lo+last
 	lo, in, in0, in1 = scaledSpan(g.Box.Y, g.Box.H, denom, sh)
-	p.vks, p.vb, p.vk, first, last = axis(p.vb, p.vk, in, in0, in1, g.ResizeH, g.OY, g.Size)
-	p.y0, p.y1 = lo+first, lo+last
-	p.ow, p.oh = g.Size, g.Size
-	p.flip = g.Flip
-	p.out = t.Output
-	p.mean, p.std = t.Mean, t.Std
-	p.fast = t.Mode == Fast
+	p.VKS, p.VB, p.VK, first, last = axis(p.VB, p.VK, in, in0, in1, g.ResizeH, g.OY, g.Size)
+	p.Y0, p.Y1 = lo+first, lo+last
+	p.OW, p.OH = g.Size, g.Size
+	p.Flip = g.Flip
+	p.Out = csrc.Out(t.Output)
+	p.Mean, p.Std = t.Mean, t.Std
+	p.Fast = t.Mode == Fast
 	for c := range 3 {
 		switch t.Output {
 		case Uint8HWC, Uint8CHW: // acc/16384 + 0.5, truncated: rounded to the nearest byte
-			p.scale[c], p.bias[c] = 1.0/16384, 0.5
+			p.Scale[c], p.Bias[c] = 1.0/16384, 0.5
 		default: // ((acc/16384)/255 - mean) / std
-			p.scale[c] = float32(1 / (16384 * 255 * float64(t.Std[c])))
-			p.bias[c] = float32(-float64(t.Mean[c]) / float64(t.Std[c]))
+			p.Scale[c] = float32(1 / (16384 * 255 * float64(t.Std[c])))
+			p.Bias[c] = float32(-float64(t.Mean[c]) / float64(t.Std[c]))
 		}
 	}
 }
-
-func (p *plan) dstBytes() int { return p.ow * p.oh * 3 * p.out.elemBytes() }
 
 // ---- the Go reference of the C kernels ----
 
@@ -176,10 +166,10 @@ func clip8(v int32) byte {
 
 // hpassGo resizes one region row (RGBX from column x0) into out (ow RGBX).
 func hpassGo(out, src []byte, p *plan) {
-	for j := range p.ow {
-		s := src[int(p.hb[2*j])*4:]
-		n := int(p.hb[2*j+1])
-		k := p.hk[j*p.hks : j*p.hks+n]
+	for j := range p.OW {
+		s := src[int(p.HB[2*j])*4:]
+		n := int(p.HB[2*j+1])
+		k := p.HK[j*p.HKS : j*p.HKS+n]
 		s0, s1, s2 := int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1)), int32(1<<(precisionBits-1))
 		for t, kt := range k {
 			s0 += int32(s[4*t]) * kt
@@ -192,9 +182,9 @@ func hpassGo(out, src []byte, p *plan) {
 
 // vpassGo makes output row i from the horizontally resized rows in mid.
 func vpassGo(line, mid []byte, ms int, p *plan, i int) {
-	ymin, n := int(p.vb[2*i]), int(p.vb[2*i+1])
-	k := p.vk[i*p.vks : i*p.vks+n]
-	for b := range p.ow * 4 {
+	ymin, n := int(p.VB[2*i]), int(p.VB[2*i+1])
+	k := p.VK[i*p.VKS : i*p.VKS+n]
+	for b := range p.OW * 4 {
 		s := int32(1 << (precisionBits - 1))
 		for t, kt := range k {
 			s += int32(mid[(ymin+t)*ms+b]) * kt
@@ -206,14 +196,14 @@ func vpassGo(line, mid []byte, ms int, p *plan, i int) {
 // writeRowGo writes output row i (RGBX in line) into dst; fl is scratch
 // of ow float32s.
 func writeRowGo(dst, line []byte, p *plan, i int, fl []float32) {
-	ow, plane := p.ow, p.ow*p.oh
+	ow, plane := p.OW, p.OW*p.OH
 	src := func(j int) int {
-		if p.flip {
+		if p.Flip {
 			return ow - 1 - j
 		}
 		return j
 	}
-	switch p.out {
+	switch Output(p.Out) {
 	case Uint8HWC:
 		o := dst[i*ow*3:]
 		for j := range ow {
@@ -236,7 +226,7 @@ func writeRowGo(dst, line []byte, p *plan, i int, fl []float32) {
 		for c := range 3 {
 			normRow(fl[:ow], line, c, p, src)
 			off := 2 * (c*plane + i*ow)
-			if p.out == Float16CHW {
+			if Output(p.Out) == Float16CHW {
 				collate.F32ToF16(unsafe.Slice((*collate.F16)(unsafe.Pointer(&dst[off])), ow), fl[:ow])
 			} else {
 				collate.F32ToBF16(unsafe.Slice((*collate.BF16)(unsafe.Pointer(&dst[off])), ow), fl[:ow])
@@ -247,7 +237,7 @@ func writeRowGo(dst, line []byte, p *plan, i int, fl []float32) {
 
 // normRow is ToTensor then Normalize, in float32, in torchvision's order.
 func normRow(o []float32, line []byte, c int, p *plan, src func(int) int) {
-	mean, std := p.mean[c], p.std[c]
+	mean, std := p.Mean[c], p.Std[c]
 	for j := range o {
 		x := float32(line[4*src(j)+c]) / 255
 		x = x - mean
@@ -264,19 +254,19 @@ type goScratch struct {
 // resampleGo is the Go reference of tb_resample: src holds the region's
 // RGBX rows, stride bytes apart.
 func resampleGo(dst, src []byte, stride int, p *plan, s *goScratch) {
-	if p.fast {
+	if p.Fast {
 		resampleFastGo(dst, src, stride, p, s)
 		return
 	}
-	ms := p.ow * 4
-	rows := p.y1 - p.y0
+	ms := p.OW * 4
+	rows := p.Y1 - p.Y0
 	s.mid = grow(s.mid, rows*ms)
 	s.line = grow(s.line, ms)
-	s.fl = grow(s.fl, p.ow)
+	s.fl = grow(s.fl, p.OW)
 	for y := range rows {
 		hpassGo(s.mid[y*ms:(y+1)*ms], src[y*stride:], p)
 	}
-	for i := range p.oh {
+	for i := range p.OH {
 		vpassGo(s.line, s.mid, ms, p, i)
 		writeRowGo(dst, s.line, p, i, s.fl)
 	}
@@ -296,13 +286,13 @@ func fastHK(k int32) int16  { return int16((k + 128) >> 8) }
 // horizontal pass: the taps' sum in 32 bits, 14 fractional bits.
 func resampleFastGo(dst, src []byte, stride int, p *plan, s *goScratch) {
 	const bpp = 4
-	w, ow := p.x1-p.x0, p.ow
+	w, ow := p.X1-p.X0, p.OW
 	s.line = grow(s.line, w*bpp+3*w)
 	fv, planes := s.line[:w*bpp], s.line[w*bpp:]
 	s.fl = grow(s.fl, 3*ow)
-	for i := range p.oh {
-		ymin, n := int(p.vb[2*i]), int(p.vb[2*i+1])
-		k := p.vk[i*p.vks : i*p.vks+n]
+	for i := range p.OH {
+		ymin, n := int(p.VB[2*i]), int(p.VB[2*i+1])
+		k := p.VK[i*p.VKS : i*p.VKS+n]
 		for b := range fv {
 			var acc uint16
 			for t, kt := range k {
@@ -319,15 +309,15 @@ func resampleFastGo(dst, src []byte, stride int, p *plan, s *goScratch) {
 			pl, fl := planes[c*w:(c+1)*w], s.fl[c*ow:(c+1)*ow]
 			for j := range ow {
 				sj := j
-				if p.flip {
+				if p.Flip {
 					sj = ow - 1 - j
 				}
-				lo, n := int(p.hb[2*sj]), int(p.hb[2*sj+1])
+				lo, n := int(p.HB[2*sj]), int(p.HB[2*sj+1])
 				var acc int32
-				for t, kt := range p.hk[sj*p.hks : sj*p.hks+n] {
+				for t, kt := range p.HK[sj*p.HKS : sj*p.HKS+n] {
 					acc += int32(pl[lo+t]) * int32(fastHK(kt))
 				}
-				fl[j] = float32(float32(acc)*p.scale[c]) + p.bias[c]
+				fl[j] = float32(float32(acc)*p.Scale[c]) + p.Bias[c]
 			}
 			writeFastRow(dst, fl, p, c, i)
 		}
@@ -336,8 +326,8 @@ func resampleFastGo(dst, src []byte, stride int, p *plan, s *goScratch) {
 
 // writeFastRow writes channel c of output row i, as floats in fl, into dst.
 func writeFastRow(dst []byte, fl []float32, p *plan, c, i int) {
-	ow, plane := p.ow, p.ow*p.oh
-	switch p.out {
+	ow, plane := p.OW, p.OW*p.OH
+	switch Output(p.Out) {
 	case Float32CHW:
 		copy(unsafe.Slice((*float32)(unsafe.Pointer(&dst[0])), 3*plane)[c*plane+i*ow:], fl)
 	case Float16CHW:
@@ -346,7 +336,7 @@ func writeFastRow(dst []byte, fl []float32, p *plan, c, i int) {
 		collate.F32ToBF16(unsafe.Slice((*collate.BF16)(unsafe.Pointer(&dst[2*(c*plane+i*ow)])), ow), fl)
 	case Uint8CHW, Uint8HWC:
 		at, step := c*plane+i*ow, 1
-		if p.out == Uint8HWC {
+		if Output(p.Out) == Uint8HWC {
 			at, step = i*ow*3+c, 3
 		}
 		for j, x := range fl {

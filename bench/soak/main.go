@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/csrc"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/fakecudart"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )

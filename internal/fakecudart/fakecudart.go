@@ -1,7 +1,8 @@
-// Package fakecudart builds the fake CUDA runtime of csrc/fakecudart for
-// tests: a shared library exporting the CUDA runtime's symbols, backed by
-// host memory, whose streams (the legacy default stream included) run
-// copies, event records and event waits later, in order, from a thread.
+// Package fakecudart builds the fake CUDA runtime of
+// internal/csrc/fakecudart for tests: a shared library exporting the CUDA
+// runtime's symbols, backed by host memory, whose streams (the legacy
+// default stream included) run copies, event records and event waits
+// later, in order, from a thread.
 // The header of fakecudart.c documents its semantics and environment.
 //
 // It is built with the host's C compiler for linux. Elsewhere, and for a
@@ -23,7 +24,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 // EnvLib names a prebuilt fake library to use instead of building one.
@@ -41,7 +42,7 @@ var (
 // Source returns the path of fakecudart.c.
 func Source() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "csrc", "fakecudart", "fakecudart.c")
+	return filepath.Join(filepath.Dir(file), "..", "csrc", "fakecudart", "fakecudart.c")
 }
 
 // Path builds the library (once per source version, cached in the temp

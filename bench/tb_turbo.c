@@ -1,13 +1,18 @@
-//go:build cgo
+//go:build cgo && !windows
 
 #include "tb_turbo.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "tb_dl.h"
-
-static const tb_dl_symbol tb_turbo_symbols[] = {
+/* The bench runs on POSIX systems (the library's name is linux's), so the
+ * loader is dlopen: internal/csrc's tb_dl is that package's, and cgo
+ * compiles only the C files of the bench's own folder. */
+static const struct {
+	const char *name;
+	size_t offset;
+} tb_turbo_symbols[] = {
 #define TB_SYM(field, sym, ret, params) {#sym, offsetof(tb_turbo, field)},
 	TB_TURBO_API(TB_SYM)
 #undef TB_SYM
@@ -15,10 +20,24 @@ static const tb_dl_symbol tb_turbo_symbols[] = {
 
 int tb_turbo_open(tb_turbo *t, const char *path, char *err, size_t errlen) {
 	memset(t, 0, sizeof *t);
-	void *h = tb_dl_load(path, tb_turbo_symbols, sizeof tb_turbo_symbols / sizeof tb_turbo_symbols[0], t, err, errlen);
+	dlerror();
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
-		memset(t, 0, sizeof *t);
+		const char *msg = dlerror();
+		snprintf(err, errlen, "%s", msg ? msg : "dlopen failed");
 		return -1;
+	}
+	for (size_t i = 0; i < sizeof tb_turbo_symbols / sizeof tb_turbo_symbols[0]; i++) {
+		void *sym = dlsym(h, tb_turbo_symbols[i].name);
+		if (sym == NULL) {
+			snprintf(err, errlen, "%s: symbol %s not found", path, tb_turbo_symbols[i].name);
+			dlclose(h);
+			memset(t, 0, sizeof *t);
+			return -1;
+		}
+		/* Every field of the table is a function pointer; POSIX
+		 * guarantees dlsym's data pointer converts to one. */
+		memcpy((char *)t + tb_turbo_symbols[i].offset, &sym, sizeof sym);
 	}
 	t->lib = h;
 	return 0;
@@ -26,7 +45,7 @@ int tb_turbo_open(tb_turbo *t, const char *path, char *err, size_t errlen) {
 
 void tb_turbo_close(tb_turbo *t) {
 	if (t->lib != NULL) {
-		tb_dl_close(t->lib);
+		dlclose(t->lib);
 	}
 	memset(t, 0, sizeof *t);
 }

@@ -1,5 +1,5 @@
 /* tb_simd: what the C files that must match a Go reference bit for bit
- * (tb_kernels.c, tb_image.c) say first, before any other include.
+ * (tb_kernels.c, the image kernels) say first, before any other include.
  *
  * Floating point is never contracted into FMA, which rounds once where the
  * Go reference rounds twice, whatever the compiler and its defaults (GCC's

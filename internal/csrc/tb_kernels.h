@@ -10,7 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { TB_PATH_SCALAR = 0, TB_PATH_AVX2 = 1, TB_PATH_AVX512 = 2 };
+/* The kernels' implementations, numbered as Go's csrc.Kernels, whose 0 is
+ * the Go reference (no C code). */
+enum { TB_PATH_SCALAR = 1, TB_PATH_AVX2 = 2, TB_PATH_AVX512 = 3 };
 
 /* Rows idx[0..n) of src (rows rows of row bytes) into dst, one after
  * another. nt: streaming stores, for write-combined or larger-than-cache

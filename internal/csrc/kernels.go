@@ -42,7 +42,7 @@ func ptr[T any](s []T) unsafe.Pointer {
 // panics unless len(dst) >= len(idx)*row and every index is in [0,
 // len(src)/row); on an index out of range, the rows before it are copied.
 // Package collate checks all of this first and returns errors.
-func Gather(p Path, dst, src []byte, idx []int64, row int, streaming bool) {
+func Gather(p Kernels, dst, src []byte, idx []int64, row int, streaming bool) {
 	if row < 0 {
 		panic(fmt.Sprintf("csrc: Gather: row of %d bytes", row))
 	}
@@ -69,7 +69,7 @@ func Gather(p Path, dst, src []byte, idx []int64, row int, streaming bool) {
 // U8HWCToF32CHW converts hw pixels of c uint8 channels (HWC) to float32 CHW:
 // dst[ch*hw+p] = float32(src[p*c+ch])*scale[ch] + bias[ch]. It panics
 // unless src and dst hold hw*c values and scale and bias c.
-func U8HWCToF32CHW(p Path, dst []float32, src []byte, hw, c int, scale, bias []float32) {
+func U8HWCToF32CHW(p Kernels, dst []float32, src []byte, hw, c int, scale, bias []float32) {
 	switch {
 	case hw < 0 || c < 0:
 		panic(fmt.Sprintf("csrc: U8HWCToF32CHW: %d pixels of %d channels", hw, c))
@@ -92,25 +92,25 @@ func checkConvert(op string, ndst, nsrc int) {
 }
 
 // F32ToF16 converts len(src) values; it panics if len(dst) < len(src).
-func F32ToF16(p Path, dst []uint16, src []float32) {
+func F32ToF16(p Kernels, dst []uint16, src []float32) {
 	checkConvert("F32ToF16", len(dst), len(src))
 	C.tb_f32_to_f16(C.int(p), (*C.uint16_t)(ptr(dst)), (*C.float)(ptr(src)), C.size_t(len(src)))
 }
 
 // F16ToF32 converts len(src) values; it panics if len(dst) < len(src).
-func F16ToF32(p Path, dst []float32, src []uint16) {
+func F16ToF32(p Kernels, dst []float32, src []uint16) {
 	checkConvert("F16ToF32", len(dst), len(src))
 	C.tb_f16_to_f32(C.int(p), (*C.float)(ptr(dst)), (*C.uint16_t)(ptr(src)), C.size_t(len(src)))
 }
 
 // F32ToBF16 converts len(src) values; it panics if len(dst) < len(src).
-func F32ToBF16(p Path, dst []uint16, src []float32) {
+func F32ToBF16(p Kernels, dst []uint16, src []float32) {
 	checkConvert("F32ToBF16", len(dst), len(src))
 	C.tb_f32_to_bf16(C.int(p), (*C.uint16_t)(ptr(dst)), (*C.float)(ptr(src)), C.size_t(len(src)))
 }
 
 // BF16ToF32 converts len(src) values; it panics if len(dst) < len(src).
-func BF16ToF32(p Path, dst []float32, src []uint16) {
+func BF16ToF32(p Kernels, dst []float32, src []uint16) {
 	checkConvert("BF16ToF32", len(dst), len(src))
 	C.tb_bf16_to_f32(C.int(p), (*C.float)(ptr(dst)), (*C.uint16_t)(ptr(src)), C.size_t(len(src)))
 }
@@ -146,7 +146,7 @@ func PadStack(buf []byte, lens []int64, maxlen, longest, row int, pad []byte) {
 // PhiloxFill writes len(dst) values of the Philox4x32-10 stream (key,
 // stream) from block first: normal or uniform in [0, 1). Any dst is in
 // bounds: it writes exactly len(dst) values.
-func PhiloxFill(p Path, dst []float32, key, stream, first uint64, normal bool) {
+func PhiloxFill(p Kernels, dst []float32, key, stream, first uint64, normal bool) {
 	if len(dst) == 0 {
 		return
 	}

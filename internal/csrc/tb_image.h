@@ -1,4 +1,6 @@
-/* tb_image: images from compressed bytes to a batch slot in one pass.
+/* tb_image: images from compressed bytes to a batch slot in one pass
+ * (tb_jpeg_decode.c, tb_resample_exact.c, tb_resample_fast.c; what they
+ * share is in tb_image_internal.h).
  *
  * A JPEG is decoded by libjpeg-turbo, loaded at run time (tb_jpeg.h),
  * only over the rows and columns the output needs (jpeg_skip_scanlines,

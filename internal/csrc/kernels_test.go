@@ -6,27 +6,17 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/klauspost/cpuid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// paths returns the C paths this CPU runs (package collate's choice).
-func paths() []csrc.Path {
-	p := []csrc.Path{csrc.Scalar}
-	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.F16C) {
-		p = append(p, csrc.AVX2)
-	}
-	if cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX2, cpuid.F16C) {
-		p = append(p, csrc.AVX512)
-	}
-	return p
-}
+// paths returns the C kernels this CPU runs.
+func paths() []csrc.Kernels { return csrc.AvailableKernels()[1:] }
 
 // The bindings are public: each checks its bounds and panics, naming the
 // problem, rather than let C write (or read) out of bounds.

@@ -104,28 +104,6 @@ var names = map[int][2]string{
 	codeNotReady:           {"ErrorNotReady", "device not ready"},
 }
 
-// Path is a kernel implementation: the baseline C code or a SIMD one.
-type Path int
-
-// The C paths. Callers check CPU support (package collate does).
-const (
-	Scalar Path = 0
-	AVX2   Path = 1
-	AVX512 Path = 2
-)
-
-func (p Path) String() string {
-	switch p {
-	case Scalar:
-		return "scalar"
-	case AVX2:
-		return "avx2"
-	case AVX512:
-		return "avx512"
-	}
-	return "Path(?)"
-}
-
 // ErrNoCgo is the error of every runtime call in a binary built without
 // cgo (CGO_ENABLED=0): no GPU runtime can be loaded there.
 var ErrNoCgo = errors.New("built without cgo")

@@ -59,124 +59,23 @@ func (l *JPEGLib) Close() {
 	}
 }
 
-// Out is an output layout of the resampling kernels.
-type Out int
-
-// The layouts: float ones are ((v/255) - mean) / std per channel, CHW;
-// half and bfloat16 round it to nearest even.
-const (
-	OutF32CHW  Out = C.TB_OUT_F32_CHW
-	OutF16CHW  Out = C.TB_OUT_F16_CHW
-	OutBF16CHW Out = C.TB_OUT_BF16_CHW
-	OutU8HWC   Out = C.TB_OUT_U8_HWC
-	OutU8CHW   Out = C.TB_OUT_U8_CHW
+// The constants of plan.go are tb_image.h's: an array length below zero,
+// or a non-zero one, fails the build.
+var (
+	_ [0]int = [OutF32CHW - C.TB_OUT_F32_CHW]int{}
+	_ [0]int = [OutF16CHW - C.TB_OUT_F16_CHW]int{}
+	_ [0]int = [OutBF16CHW - C.TB_OUT_BF16_CHW]int{}
+	_ [0]int = [OutU8HWC - C.TB_OUT_U8_HWC]int{}
+	_ [0]int = [OutU8CHW - C.TB_OUT_U8_CHW]int{}
 )
 
-// ElemBytes returns the bytes of one output value.
-func (o Out) ElemBytes() int {
-	switch o {
-	case OutF32CHW:
-		return 4
-	case OutF16CHW, OutBF16CHW:
-		return 2
-	}
-	return 1
-}
-
-// Plan is a resampling plan (see tb_image.h): the window of OW x OH output
-// pixels reads region [X0, X1) x [Y0, Y1) of the decoded image; output
-// column j reads region columns HB[2j]+t, t < HB[2j+1], weighted
-// HK[j*HKS+t] (fixed point, 22 fractional bits), and output row i reads
-// rows VB[2i]+t of the horizontally resized region weighted VK[i*VKS+t].
-//
-// With Fast set the plan runs the fast resampling (see tb_image.h), which
-// writes acc*Scale[c] + Bias[c] (float outputs) or truncates
-// acc/16384 + 0.5 (uint8 ones: Scale 1/16384, Bias 0.5), where acc is an
-// output value with 14 fractional bits.
-type Plan struct {
-	X0, Y0, X1, Y1 int
-	OW, OH         int
-	HKS, VKS       int
-	HB, HK, VB, VK []int32
-	Flip           bool
-	Out            Out
-	Mean, Std      [3]float32
-	Fast           bool
-	Scale, Bias    [3]float32
-}
-
-// DstBytes returns the bytes the plan writes.
-func (p *Plan) DstBytes() int { return p.OW * p.OH * 3 * p.Out.ElemBytes() }
-
-// maxTapSum bounds a row of coefficients: every accumulation stays in an
-// int32 (255 * 2^23 + 2^21 < 2^31).
-const maxTapSum = 1 << 23
-
-// Check returns an error unless every read the plan makes is inside its
-// region and every sum fits the kernels' int32 accumulators.
-func (p *Plan) Check() error {
-	w, h := p.X1-p.X0, p.Y1-p.Y0
-	switch {
-	case p.X0 < 0 || p.Y0 < 0 || w <= 0 || h <= 0 || w > math.MaxInt32/4 || h > math.MaxInt32:
-		return fmt.Errorf("csrc: plan: region [%d,%d)x[%d,%d)", p.X0, p.X1, p.Y0, p.Y1)
-	case p.OW <= 0 || p.OH <= 0 || p.OW > 1<<20 || p.OH > 1<<20:
-		return fmt.Errorf("csrc: plan: window %dx%d", p.OW, p.OH)
-	case p.HKS <= 0 || p.VKS <= 0 || p.HKS > 1<<16 || p.VKS > 1<<16:
-		return fmt.Errorf("csrc: plan: %d and %d taps", p.HKS, p.VKS)
-	case len(p.HB) < 2*p.OW || len(p.HK) < p.OW*p.HKS || len(p.VB) < 2*p.OH || len(p.VK) < p.OH*p.VKS:
-		return fmt.Errorf("csrc: plan: %d, %d, %d, %d values for a %dx%d window of %d and %d taps", len(p.HB), len(p.HK), len(p.VB), len(p.VK), p.OW, p.OH, p.HKS, p.VKS)
-	case p.Out < OutF32CHW || p.Out > OutU8CHW:
-		return fmt.Errorf("csrc: plan: output layout %d", p.Out)
-	}
-	check := func(what string, b, k []int32, n, ks, size int) error {
-		for j := range n {
-			lo, cnt := int(b[2*j]), int(b[2*j+1])
-			if lo < 0 || cnt < 0 || cnt > ks || lo+cnt > size {
-				return fmt.Errorf("csrc: plan: %s %d reads [%d,%d) of %d with %d taps", what, j, lo, lo+cnt, size, ks)
-			}
-			sum := 0
-			for _, c := range k[j*ks : (j+1)*ks] {
-				if c < 0 {
-					return fmt.Errorf("csrc: plan: %s %d has a negative coefficient", what, j)
-				}
-				sum += int(c)
-			}
-			if sum > maxTapSum {
-				return fmt.Errorf("csrc: plan: %s %d coefficients sum to %d", what, j, sum)
-			}
-		}
-		return nil
-	}
-	if err := check("column", p.HB, p.HK, p.OW, p.HKS, w); err != nil {
-		return err
-	}
-	return check("row", p.VB, p.VK, p.OH, p.VKS, h)
-}
-
-// JPEGRequest says how to decode a JPEG.
-type JPEGRequest struct {
-	Width, Height int   // as parsed from the header; the decode checks them
-	MaxPixels     int64 // refuse larger images before allocating; 0: no limit
-	ScaleDenom    int   // DCT scaling 1/ScaleDenom: 1, 2, 4 or 8
-	FastDCT       bool  // JDCT_IFAST instead of JDCT_ISLOW
-}
-
-// ImageError is a failure of the image kernels: the status and libjpeg's
-// or the kernel's message.
-type ImageError struct {
-	Status int
-	Msg    string
-}
-
-func (e *ImageError) Error() string { return e.Msg }
-
-// The statuses of ImageError.
-const (
-	ImageDecode   = C.TB_IMG_EDECODE
-	ImageArg      = C.TB_IMG_EARG
-	ImageTooBig   = C.TB_IMG_ETOOBIG
-	ImageNoMemory = C.TB_IMG_ENOMEM
-	ImageFormat   = C.TB_IMG_EFORMAT
+// The statuses of plan.go are tb_image.h's.
+var (
+	_ [0]int = [ImageDecode - C.TB_IMG_EDECODE]int{}
+	_ [0]int = [ImageArg - C.TB_IMG_EARG]int{}
+	_ [0]int = [ImageTooBig - C.TB_IMG_ETOOBIG]int{}
+	_ [0]int = [ImageNoMemory - C.TB_IMG_ENOMEM]int{}
+	_ [0]int = [ImageFormat - C.TB_IMG_EFORMAT]int{}
 )
 
 // ImageDecoder is per-worker state of the image kernels: a libjpeg
@@ -294,9 +193,9 @@ func (d *ImageDecoder) jreq(q JPEGRequest) (*C.tb_jreq, error) {
 	return d.req, nil
 }
 
-// JPEGResample decodes data and resamples it per p into dst, on path.
+// JPEGResample decodes data and resamples it per p into dst with kernels k.
 // p's region is in the coordinates of the DCT-scaled image.
-func (d *ImageDecoder) JPEGResample(path Path, data []byte, q JPEGRequest, p *Plan, dst []byte) error {
+func (d *ImageDecoder) JPEGResample(k Kernels, data []byte, q JPEGRequest, p *Plan, dst []byte) error {
 	if err := d.load(p, dst); err != nil {
 		return err
 	}
@@ -307,7 +206,7 @@ func (d *ImageDecoder) JPEGResample(path Path, data []byte, q JPEGRequest, p *Pl
 	if len(data) == 0 {
 		return &ImageError{Status: ImageDecode, Msg: "empty JPEG stream"}
 	}
-	st := C.tb_jpeg_resample(d.d, (*C.uint8_t)(ptr(data)), C.size_t(len(data)), r, d.plan, ptr(dst), C.int(path))
+	st := C.tb_jpeg_resample(d.d, (*C.uint8_t)(ptr(data)), C.size_t(len(data)), r, d.plan, ptr(dst), C.int(k))
 	return d.err(st)
 }
 
@@ -335,8 +234,8 @@ func (d *ImageDecoder) JPEGRegion(data []byte, q JPEGRequest, x0, y0, x1, y1 int
 }
 
 // Resample resamples an RGBX region in memory (src holds its rows, stride
-// bytes apart, from pixel (X0, Y0)) per p into dst, on path.
-func (d *ImageDecoder) Resample(path Path, p *Plan, src []byte, stride int, dst []byte) error {
+// bytes apart, from pixel (X0, Y0)) per p into dst with kernels k.
+func (d *ImageDecoder) Resample(k Kernels, p *Plan, src []byte, stride int, dst []byte) error {
 	if err := d.load(p, dst); err != nil {
 		return err
 	}
@@ -344,6 +243,6 @@ func (d *ImageDecoder) Resample(path Path, p *Plan, src []byte, stride int, dst 
 	if stride < w*4 || len(src) < (h-1)*stride+w*4 {
 		return fmt.Errorf("csrc: Resample: %d rows of %d pixels from %d bytes, stride %d", h, w, len(src), stride)
 	}
-	st := C.tb_resample(d.d, d.plan, (*C.uint8_t)(ptr(src)), C.size_t(stride), ptr(dst), C.int(path))
+	st := C.tb_resample(d.d, d.plan, (*C.uint8_t)(ptr(src)), C.size_t(stride), ptr(dst), C.int(k))
 	return d.err(st)
 }

@@ -1,5 +1,7 @@
-/* C unit tests of the image kernels (tb_image.c, tb_dl.c), run by `make
- * ctest` under ASan and UBSan. libjpeg is the real libjpeg-turbo
+/* C unit tests of the image kernels (tb_jpeg_decode.c,
+ * tb_resample_exact.c, tb_resample_fast.c, tb_dl.c) and the bench's
+ * TurboJPEG loader (bench/tb_turbo.c), run by `make ctest` under ASan and
+ * UBSan. libjpeg is the real libjpeg-turbo
  * (TB_LIBJPEG, default libjpeg.so.62; its tests are skipped when it does
  * not load); TB_TESTDATA points at vision/testdata. */
 #include <stdint.h>

@@ -78,9 +78,9 @@ var (
 	_ [0]int = [codeNotReady - C.TB_ERR_NOT_READY]int{}
 	_ [0]int = [HostPortable - C.TB_HOST_ALLOC_PORTABLE]int{}
 	_ [0]int = [HostWriteCombined - C.TB_HOST_ALLOC_WRITE_COMBINED]int{}
-	_ [0]int = [Scalar - C.TB_PATH_SCALAR]int{}
-	_ [0]int = [AVX2 - C.TB_PATH_AVX2]int{}
-	_ [0]int = [AVX512 - C.TB_PATH_AVX512]int{}
+	_ [0]int = [KernelsScalar - C.TB_PATH_SCALAR]int{}
+	_ [0]int = [KernelsAVX2 - C.TB_PATH_AVX2]int{}
+	_ [0]int = [KernelsAVX512 - C.TB_PATH_AVX512]int{}
 )
 
 // Runtime is an open GPU runtime library.

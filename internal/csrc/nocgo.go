@@ -53,11 +53,43 @@ func noC(name string) {
 	panic("csrc: " + name + ": " + ErrNoCgo.Error() + ": the C kernels are not in this binary")
 }
 
-func Gather(Path, []byte, []byte, []int64, int, bool)                       { noC("Gather") }
-func U8HWCToF32CHW(Path, []float32, []byte, int, int, []float32, []float32) { noC("U8HWCToF32CHW") }
-func F32ToF16(Path, []uint16, []float32)                                    { noC("F32ToF16") }
-func F16ToF32(Path, []float32, []uint16)                                    { noC("F16ToF32") }
-func F32ToBF16(Path, []uint16, []float32)                                   { noC("F32ToBF16") }
-func BF16ToF32(Path, []float32, []uint16)                                   { noC("BF16ToF32") }
-func PadStack([]byte, []int64, int, int, int, []byte)                       { noC("PadStack") }
-func PhiloxFill(Path, []float32, uint64, uint64, uint64, bool)              { noC("PhiloxFill") }
+func Gather(Kernels, []byte, []byte, []int64, int, bool)                       { noC("Gather") }
+func U8HWCToF32CHW(Kernels, []float32, []byte, int, int, []float32, []float32) { noC("U8HWCToF32CHW") }
+func F32ToF16(Kernels, []uint16, []float32)                                    { noC("F32ToF16") }
+func F16ToF32(Kernels, []float32, []uint16)                                    { noC("F16ToF32") }
+func F32ToBF16(Kernels, []uint16, []float32)                                   { noC("F32ToBF16") }
+func BF16ToF32(Kernels, []float32, []uint16)                                   { noC("BF16ToF32") }
+func PadStack([]byte, []int64, int, int, int, []byte)                          { noC("PadStack") }
+func PhiloxFill(Kernels, []float32, uint64, uint64, uint64, bool)              { noC("PhiloxFill") }
+
+// No image kernels either: OpenJPEG and NewImageDecoder fail with ErrNoCgo,
+// so no JPEGLib or ImageDecoder exists and their methods are never reached.
+
+// JPEGLib is libjpeg loaded at run time; without cgo there is none.
+type JPEGLib struct{ path string }
+
+// OpenJPEG fails: a binary without cgo loads no library.
+func OpenJPEG(path string) (*JPEGLib, error) {
+	return nil, fmt.Errorf("csrc: open libjpeg: %s: %w", path, ErrNoCgo)
+}
+
+func (l *JPEGLib) Path() string { return l.path }
+func (l *JPEGLib) Close()       {}
+
+// ImageDecoder is per-worker state of the image kernels; without cgo there
+// is none.
+type ImageDecoder struct{}
+
+// NewImageDecoder fails: the image kernels are not in this binary.
+func NewImageDecoder(*JPEGLib) (*ImageDecoder, error) {
+	return nil, fmt.Errorf("csrc: image decoder: %w", ErrNoCgo)
+}
+
+func (d *ImageDecoder) Close() {}
+func (d *ImageDecoder) JPEGResample(Kernels, []byte, JPEGRequest, *Plan, []byte) error {
+	return ErrNoCgo
+}
+func (d *ImageDecoder) JPEGRegion([]byte, JPEGRequest, int, int, int, int, []byte, int) error {
+	return ErrNoCgo
+}
+func (d *ImageDecoder) Resample(Kernels, *Plan, []byte, int, []byte) error { return ErrNoCgo }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 
-	"github.com/tensorbatch/tensorbatch/csrc"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -19,5 +19,5 @@ func TestWithoutCgoNothingLoadsAndTheKernelsAreAbsent(t *testing.T) {
 	assert.ErrorIs(t, err, csrc.ErrNoCgo)
 	assert.EqualError(t, err, "csrc: open cuda runtime: libcudart.so.12: built without cgo")
 	assert.PanicsWithValue(t, "csrc: PhiloxFill: built without cgo: the C kernels are not in this binary",
-		func() { csrc.PhiloxFill(csrc.Scalar, make([]float32, 4), 1, 2, 0, true) })
+		func() { csrc.PhiloxFill(csrc.KernelsScalar, make([]float32, 4), 1, 2, 0, true) })
 }
