@@ -77,6 +77,7 @@ type MegatronDataset struct {
 	cfg     MegatronConfig
 	idx     *megatronIndex
 	bin     tokenFile
+	all     []byte // the .bin's mapping; nil when it is read with ReadAt
 	binSize int64
 	ntok    int64 // tokens in all sequences
 	n       int   // samples an epoch
@@ -260,7 +261,7 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 		return nil, fmt.Errorf("shards: Megatron: %w", err)
 	}
 	return &MegatronDataset{
-		prefix: prefix, cfg: cfg, idx: x, bin: bin, binSize: fi.Size(), ntok: ntok, n: int(n),
+		prefix: prefix, cfg: cfg, idx: x, bin: bin, all: bin.view(0, fi.Size()), binSize: fi.Size(), ntok: ntok, n: int(n),
 		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.SeqLength + 1}}},
 		epochs: map[int]*megatronEpoch{},
 	}, nil
@@ -366,21 +367,82 @@ func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
 	if err != nil {
 		return err
 	}
-	return d.sample(s.TensorAt(0).Bytes(), o, s.Index())
+	_, err = d.fill(s.TensorAt(0).Bytes(), o, []int{s.Index()})
+	return err
 }
 
 // FillBatch writes the samples of a whole batch: the same bytes as a Fill
-// of each, without the loader's per-sample work.
+// of each, without the loader's per-sample work, and where the .bin is
+// mapped with one fault guard and one stat a batch.
 func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	o, err := d.Order(b.Epoch())
 	if err != nil {
 		return err
 	}
-	dst := b.Tensor(d.cfg.Field).Bytes()
-	row := len(dst) / max(len(b.Indices()), 1)
-	for i, index := range b.Indices() {
-		if err := d.sample(dst[i*row:(i+1)*row], o, index); err != nil {
-			return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
+	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), o, b.Indices()); err != nil {
+		return &engine.SampleError{Index: b.Indices()[at], Epoch: b.Epoch(), Worker: -1, Err: err}
+	}
+	return nil
+}
+
+// fill writes samples o.Shuffle[indices[i]] into row i of dst; on an
+// error it returns the i it failed at.
+func (d *MegatronDataset) fill(dst []byte, o MegatronOrder, indices []int) (int, error) {
+	if d.closed.Load() {
+		return 0, fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	}
+	row := len(dst) / max(len(indices), 1)
+	var i int
+	err := guardMapped(d.bin, func() error {
+		for i = range indices {
+			if err := d.sample(dst[i*row:(i+1)*row], o, indices[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if f, ok := err.(fault); ok {
+		return i, d.cut(o, indices[i], f)
+	}
+	if err != nil || d.all == nil {
+		return i, err
+	}
+	// A file cut inside a page reads zeros past its end, with no fault:
+	// one stat a call tells.
+	size, err := d.bin.size()
+	if err == nil && size >= d.binSize {
+		return 0, nil
+	}
+	for i = range indices {
+		if err != nil || d.extent(o, indices[i]) > size {
+			return i, d.cut(o, indices[i], fault{})
+		}
+	}
+	return 0, nil
+}
+
+// pieces calls f for each run of sample o.Shuffle[index]'s tokens: n
+// tokens from token off of sequence seq, at byte from of the .bin, to be
+// written at byte to of the sample's row.
+func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, off, n, from, to int64) error) error {
+	if index < 0 || index >= len(o.Shuffle) {
+		return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
+	}
+	k := o.Shuffle[index]
+	at, off := o.Samples[2*k], o.Samples[2*k+1]
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	var to int64
+	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+		if at >= int64(len(o.Documents)) {
+			return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+		}
+		seq := o.Documents[at]
+		if n := min(int64(d.idx.lengths[seq])-off, remaining); n > 0 {
+			if err := f(seq, off, n, d.idx.pointers[seq]+off*es, to); err != nil {
+				return err
+			}
+			to += n * ow
+			remaining -= n
 		}
 	}
 	return nil
@@ -388,72 +450,59 @@ func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) erro
 
 // sample writes sample o.Shuffle[index] into dst.
 func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) error {
-	if d.closed.Load() {
-		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
-	}
-	if index < 0 || index >= len(o.Shuffle) {
-		return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
-	}
-	k := o.Shuffle[index]
-	at, off := o.Samples[2*k], o.Samples[2*k+1]
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
-	remaining := int64(d.cfg.SeqLength) + 1
-	for remaining > 0 {
-		if at >= int64(len(o.Documents)) {
-			return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
-		}
-		seq := o.Documents[at]
-		n := min(int64(d.idx.lengths[seq])-off, remaining)
-		if n > 0 {
-			from := d.idx.pointers[seq] + off*es
-			if err := d.copyTokens(dst[:n*ow], from, n); err != nil {
-				return fmt.Errorf("shards: Megatron: %s.bin: sample %d, document %d (tokens %d to %d, bytes %d to %d): %w",
-					d.prefix, k, seq, off, off+n, from, from+n*es, err)
+	return d.pieces(o, index, func(seq int32, off, n, from, to int64) error {
+		out := dst[to : to+n*ow]
+		var err error
+		switch {
+		case d.all != nil:
+			err = d.convert(out, d.all[from:from+n*es], off)
+		case d.cfg.Out == d.idx.dtype && littleEndian:
+			err = d.bin.readAt(out, from)
+		default:
+			buf := make([]byte, n*es)
+			if err = d.bin.readAt(buf, from); err == nil {
+				err = d.convert(out, buf, off)
 			}
-			dst = dst[n*ow:]
-			remaining -= n
 		}
-		at, off = at+1, 0
-	}
-	return nil
+		if err != nil {
+			return fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+				d.prefix, o.Shuffle[index], seq, off, off+n, from, from+n*es, err)
+		}
+		return nil
+	})
 }
 
-// copyTokens writes the n tokens at byte from of the .bin into dst as
-// Out.
-func (d *MegatronDataset) copyTokens(dst []byte, from, n int64) error {
+// extent returns the end of the bytes of the .bin that sample
+// o.Shuffle[index] reads.
+func (d *MegatronDataset) extent(o MegatronOrder, index int) int64 {
+	var end int64
 	es := int64(d.idx.dtype.Size())
-	if src := d.bin.view(from, n*es); src != nil {
-		err := guardMapped(d.bin, func() error { return d.convert(dst, src) })
-		if err == nil {
-			if size, serr := d.bin.size(); serr != nil || size < from+n*es {
-				err = fault{} // cut inside a page: zeros, no fault
-			}
-		}
-		if f, ok := err.(fault); ok {
-			now := "cannot be read"
-			if size, err := d.bin.size(); err == nil {
-				now = fmt.Sprintf("is %d bytes", size)
-			}
-			msg := fmt.Sprintf("the file %s, %d when opened: it was cut short or rewritten while mapped", now, d.binSize)
-			if f.addr != 0 {
-				msg += " (" + f.Error() + ")"
-			}
-			return errors.New(msg)
-		}
-		return err
-	}
-	if d.cfg.Out == d.idx.dtype && littleEndian {
-		return d.bin.readAt(dst, from)
-	}
-	buf := make([]byte, n*es)
-	if err := d.bin.readAt(buf, from); err != nil {
-		return err
-	}
-	return d.convert(dst, buf)
+	_ = d.pieces(o, index, func(_ int32, _, n, from, _ int64) error {
+		end = max(end, from+n*es)
+		return nil
+	})
+	return end
 }
 
-// convert writes the little-endian tokens src into dst as Out.
-func (d *MegatronDataset) convert(dst, src []byte) error {
+// cut is the error of sample o.Shuffle[index], which the .bin no longer
+// holds.
+func (d *MegatronDataset) cut(o MegatronOrder, index int, f fault) error {
+	now := "cannot be read"
+	if size, err := d.bin.size(); err == nil {
+		now = fmt.Sprintf("is %d bytes", size)
+	}
+	msg := fmt.Sprintf("shards: Megatron: %s.bin: sample %d (index %d, up to byte %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
+		d.prefix, o.Shuffle[index], index, d.extent(o, index), now, d.binSize)
+	if f.addr != 0 {
+		msg += " (" + f.Error() + ")"
+	}
+	return errors.New(msg)
+}
+
+// convert writes the little-endian tokens src, from token first of their
+// sequence, into dst as Out.
+func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 	from, to := d.idx.dtype, d.cfg.Out
 	if from == to && littleEndian {
 		copy(dst, src)
@@ -481,7 +530,7 @@ func (d *MegatronDataset) convert(dst, src []byte) error {
 			binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
 		case collate.Int32:
 			if v != int64(int32(v)) {
-				return fmt.Errorf("token %d is %d, more than int32 (MegatronConfig.Out) holds", i, v)
+				return fmt.Errorf("token %d is %d, more than int32 (MegatronConfig.Out) holds", first+int64(i), v)
 			}
 			binary.NativeEndian.PutUint32(dst[4*i:], uint32(int32(v)))
 		default: // the file's own type, big-endian machine

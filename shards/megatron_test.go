@@ -93,8 +93,10 @@ func sequenceTokens(t *testing.T, d *MegatronDataset, i int) []int64 {
 	t.Helper()
 	require.Equal(t, collate.Int64, d.cfg.Out)
 	n := int64(d.idx.lengths[i])
+	raw := make([]byte, n*int64(d.idx.dtype.Size()))
+	require.NoError(t, d.bin.readAt(raw, d.idx.pointers[i]))
 	buf := make([]byte, 8*n)
-	require.NoError(t, d.copyTokens(buf, d.idx.pointers[i], n))
+	require.NoError(t, d.convert(buf, raw, 0))
 	out := make([]int64, n)
 	for j := range out {
 		out[j] = int64(binary.NativeEndian.Uint64(buf[8*j:]))
@@ -264,6 +266,15 @@ func TestMegatronSamplesCrossDocuments(t *testing.T) {
 				require.Equal(t, stream[k*int64(seq):k*int64(seq)+int64(seq)+1], row, "seq %d epoch %d sample %d", seq, epoch, k)
 			}
 			assert.Len(t, seen, d.Len())
+
+			// The ReadAt fallback, as on an OS without mmap, gives the same.
+			file, err := os.Open(prefix + ".bin")
+			require.NoError(t, err)
+			fb := &MegatronDataset{prefix: d.prefix, cfg: d.cfg, idx: d.idx, bin: readAtFile{file}, binSize: d.binSize,
+				ntok: d.ntok, n: d.n, schema: d.schema, epochs: map[int]*megatronEpoch{}}
+			got, _ := megatronRows(t, fb, engine.Config{BatchSize: 3, Workers: 2}, epoch)
+			assert.Equal(t, rows, got, "ReadAt fallback")
+			require.NoError(t, fb.Close())
 		}
 		require.NoError(t, d.Close())
 	}
