@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -559,4 +560,76 @@ func FuzzMegatronIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkMegatronWindows loads the samples of a Megatron dataset
+// (uint16 tokens, documents of 50 to 2000 tokens, SeqLength 1024, batch
+// 32) through the loader and, epoch by epoch in turn, copies as many
+// bytes for the same samples with a plain loop: one memcpy a sample of
+// SeqLength+1 tokens from the mapping at the sample's first token, into
+// one batch buffer. The metrics are each side's time a batch and the
+// loader's throughput over the loop's.
+func BenchmarkMegatronWindows(b *testing.B) {
+	const seq, batch = 1024, 32
+	var docs [][]int64
+	for ntok, i := 0, 0; ntok < 1<<23; i++ {
+		doc := make([]int64, 50+(i*7919)%1950)
+		for j := range doc {
+			doc[j] = int64((ntok + j) % 65521)
+		}
+		ntok += len(doc)
+		docs = append(docs, doc)
+	}
+	prefix := megatronDocs(b, collate.Uint16, docs)
+	w := 2 * (seq + 1)
+	for _, workers := range []int{0, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: 1})
+			require.NoError(b, err)
+			defer d.Close()
+			require.NotNil(b, d.all, "the .bin is mapped")
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+			require.NoError(b, err)
+			defer l.Close()
+			dst := make([]byte, batch*w)
+			var loader, copied time.Duration
+			b.SetBytes(int64(batch * w))
+			b.ResetTimer()
+			for n, e := 0, 0; n < b.N; e++ {
+				start := time.Now()
+				m := 0
+				for _, err := range l.Epoch(context.Background(), e) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if m++; n+m == b.N {
+						break
+					}
+				}
+				loader += time.Since(start)
+				b.StopTimer()
+				o, err := d.Order(e)
+				require.NoError(b, err)
+				type run struct{ from, to, n int64 }
+				var runs []run
+				for i := range min(m*batch, len(o.Shuffle)) {
+					row := int64(i%batch) * int64(w)
+					require.NoError(b, d.pieces(o, i, func(_ int32, _, n, from, to int64) error {
+						runs = append(runs, run{from, row + to, 2 * n})
+						return nil
+					}))
+				}
+				b.StartTimer()
+				start = time.Now()
+				for _, r := range runs {
+					copy(dst[r.to:r.to+r.n], d.all[r.from:r.from+r.n])
+				}
+				copied += time.Since(start)
+				n += m
+			}
+			b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
+			b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
+			b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
+		})
+	}
 }
