@@ -1,0 +1,645 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// MegatronConfig configures a Megatron-LM / NeMo indexed dataset
+// (Megatron).
+type MegatronConfig struct {
+	// SeqLength is Megatron's sequence_length: each sample is
+	// SeqLength+1 consecutive tokens of the concatenated documents (its
+	// add_extra_token_to_sequence), the inputs [0, SeqLength) and the
+	// labels [1, SeqLength+1); the last token of a sample is the first of
+	// the next.
+	SeqLength int
+	// Seed seeds the per-epoch document order and sample order. The
+	// loader's Config.Seed is a different seed, for its own sampler.
+	Seed uint64
+	// Out is the field's element type: 0 means the .bin's own (uint8,
+	// int8, int16, uint16, int32 or int64) and each run of tokens is
+	// copied as is; collate.Int32 or collate.Int64 widen the tokens while
+	// copying (Megatron's .long()); an int64 token that Int32 cannot hold
+	// is an error naming it.
+	Out collate.DType
+	// Field names the schema's one field, of shape [SeqLength+1]; ""
+	// means "tokens".
+	Field string
+}
+
+// MegatronDataset is a map-style engine.Dataset over a Megatron-LM
+// indexed dataset (the prefix.idx and prefix.bin that Megatron's
+// preprocess_data.py and NeMo write), serving samples as Megatron's
+// GPTDataset builds them for one epoch of the documents:
+//
+//   - the document order: every document (Megatron's GPTDataset calls a
+//     sequence of the .idx a document; preprocess_data writes one per
+//     document) once, shuffled;
+//   - the sample index (Megatron's helpers.cpp build_sample_idx, with
+//     add_extra_token_to_sequence and drop_last_partial_sequence): the
+//     documents in that order as one stream of tokens, cut every
+//     SeqLength tokens into (position in the order, offset) pairs, sample
+//     k being the SeqLength+1 tokens from pair k, so that it shares its
+//     last token with sample k+1; (tokens-1)/SeqLength samples;
+//   - the sample order (shuffle_idx): a permutation of the samples, so
+//     that Fill of index i writes sample shuffle[i].
+//
+// The file format, the sample construction and the tokens of sample k
+// given the same document order are Megatron's. The orders are not:
+// one math/rand/v2 PCG stream seeded from (MegatronConfig.Seed, epoch)
+// shuffles the documents and then the samples, where Megatron shuffles
+// with numpy's RandomState(seed), and each loader epoch is a fresh
+// shuffle of one pass over the documents, where Megatron shuffles
+// num_epochs passes together once. The same Seed gives the same samples
+// on every machine, for any Workers, and a loader resumes from its State
+// as for any map-style dataset. Leave the loader's Config.Shuffle off:
+// the samples are already shuffled.
+//
+// The .bin is memory-mapped where the OS allows (unix) and read with
+// ReadAt elsewhere; the .idx is read and checked once, at open, against
+// both files' sizes. It is safe for concurrent Fills; Close it after the
+// loaders that use it.
+type MegatronDataset struct {
+	prefix  string
+	cfg     MegatronConfig
+	idx     *megatronIndex
+	bin     tokenFile
+	all     []byte // the .bin's mapping; nil when it is read with ReadAt
+	binSize int64
+	ntok    int64 // tokens in all sequences
+	n       int   // samples an epoch
+	schema  collate.Schema
+	closed  atomic.Bool
+
+	mu     sync.Mutex
+	epochs map[int]*megatronEpoch // at most two, the latest built
+}
+
+// MegatronOrder is one epoch's indices, as Megatron's GPTDataset keeps
+// them (its document_index, sample_index and shuffle_index).
+type MegatronOrder struct {
+	// Documents is the epoch's document order: sequence numbers of the
+	// .idx.
+	Documents []int32
+	// Samples holds Len()+1 (position in Documents, token offset) pairs,
+	// flat: sample k starts at token Samples[2k+1] of document
+	// Documents[Samples[2k]].
+	Samples []int64
+	// Shuffle maps a dataset index to a sample: Fill of index i writes
+	// sample Shuffle[i].
+	Shuffle []int64
+}
+
+type megatronEpoch struct {
+	once  sync.Once
+	order MegatronOrder
+	err   error
+}
+
+// megatronIndex is the parsed .idx file.
+type megatronIndex struct {
+	dtype    collate.DType // of the tokens
+	lengths  []int32       // tokens per sequence
+	pointers []int64       // byte offset of each sequence in the .bin
+	docs     []int64       // sequence indices where documents start, then the count
+}
+
+// megatronMagic opens every .idx file.
+var megatronMagic = []byte("MMIDIDX\x00\x00")
+
+// megatronDTypes maps the .idx dtype codes to collate's types; codes 6
+// and 7 (float64, float32) are not token ids.
+var megatronDTypes = map[uint8]collate.DType{
+	1: collate.Uint8, 2: collate.Int8, 3: collate.Int16, 4: collate.Int32,
+	5: collate.Int64, 8: collate.Uint16,
+}
+
+// megatronCode is the .idx dtype code of each token type.
+func megatronCode(dt collate.DType) (uint8, bool) {
+	for c, t := range megatronDTypes {
+		if t == dt {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// parseMegatronIndex parses the .idx bytes data of file name, checking
+// every count against len(data) and every sequence against a .bin of
+// binSize bytes before using it.
+func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex, error) {
+	const header = 9 + 8 + 1 + 8 + 8
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%s: %s: %s", name, field, fmt.Sprintf(format, args...))
+	}
+	if len(data) < header {
+		if len(data) >= 9 && !bytes.Equal(data[:9], megatronMagic) {
+			return nil, bad("magic", "%q, want %q (not a Megatron indexed dataset)", data[:9], megatronMagic)
+		}
+		return nil, bad("header", "%d bytes, want %d", len(data), header)
+	}
+	if !bytes.Equal(data[:9], megatronMagic) {
+		return nil, bad("magic", "%q, want %q (not a Megatron indexed dataset)", data[:9], megatronMagic)
+	}
+	if v := binary.LittleEndian.Uint64(data[9:]); v != 1 {
+		return nil, bad("version", "%d, want 1", v)
+	}
+	code := data[17]
+	dt, ok := megatronDTypes[code]
+	if !ok {
+		what := "unknown"
+		if code == 6 || code == 7 {
+			what = "a float type, not token ids"
+		}
+		return nil, bad("dtype", "code %d (%s), want 1-5 or 8", code, what)
+	}
+	nseq := binary.LittleEndian.Uint64(data[18:])
+	ndoc := binary.LittleEndian.Uint64(data[26:])
+	rest := uint64(len(data) - header)
+	if nseq > rest/12 || nseq > math.MaxInt32 {
+		return nil, bad("sequence count", "%d: the file holds %d bytes after the header, room for %d sequences", nseq, rest, rest/12)
+	}
+	if ndoc > (rest-12*nseq)/8 {
+		return nil, bad("document count", "%d: the file holds %d bytes after the sequences, room for %d", ndoc, rest-12*nseq, (rest-12*nseq)/8)
+	}
+	if ndoc == 0 {
+		return nil, bad("document count", "0, want at least 1 (the document indices start with 0)")
+	}
+	es := int64(dt.Size())
+	x := &megatronIndex{dtype: dt, lengths: make([]int32, nseq), pointers: make([]int64, nseq), docs: make([]int64, ndoc)}
+	off := header
+	for i := range x.lengths {
+		x.lengths[i] = int32(binary.LittleEndian.Uint32(data[off+4*i:]))
+		if x.lengths[i] < 0 {
+			return nil, bad("sequence lengths", "sequence %d has length %d", i, x.lengths[i])
+		}
+	}
+	off += 4 * int(nseq)
+	for i := range x.pointers {
+		p := int64(binary.LittleEndian.Uint64(data[off+8*i:]))
+		x.pointers[i] = p
+		n := int64(x.lengths[i]) * es
+		if p < 0 || p > binSize || n > binSize-p {
+			return nil, bad("sequence pointers", "sequence %d at byte %d, %d tokens (%d bytes): past the end of the .bin (%d bytes)", i, p, x.lengths[i], n, binSize)
+		}
+		if p%es != 0 {
+			return nil, bad("sequence pointers", "sequence %d at byte %d, not a multiple of the %v token size", i, p, dt)
+		}
+	}
+	off += 8 * int(nseq)
+	for i := range x.docs {
+		v := int64(binary.LittleEndian.Uint64(data[off+8*i:]))
+		x.docs[i] = v
+		switch {
+		case i == 0 && v != 0:
+			return nil, bad("document indices", "the first is %d, want 0", v)
+		case v < 0 || uint64(v) > nseq:
+			return nil, bad("document indices", "entry %d is %d, outside the %d sequences", i, v, nseq)
+		case i > 0 && v < x.docs[i-1]:
+			return nil, bad("document indices", "entry %d is %d, less than entry %d (%d)", i, v, i-1, x.docs[i-1])
+		}
+	}
+	return x, nil
+}
+
+// Megatron opens the indexed dataset prefix.idx and prefix.bin (prefix
+// as Megatron's data_path / path_prefix, without the extension) as
+// samples configured by cfg.
+func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
+	if cfg.Field == "" {
+		cfg.Field = "tokens"
+	}
+	if cfg.SeqLength <= 0 {
+		return nil, fmt.Errorf("shards: Megatron: MegatronConfig.SeqLength %d, want > 0", cfg.SeqLength)
+	}
+	idxPath, binPath := prefix+".idx", prefix+".bin"
+	fi, err := os.Stat(binPath)
+	if err != nil {
+		return nil, fmt.Errorf("shards: Megatron: %w", err)
+	}
+	data, err := os.ReadFile(idxPath)
+	if err != nil {
+		return nil, fmt.Errorf("shards: Megatron: %w", err)
+	}
+	x, err := parseMegatronIndex(idxPath, data, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("shards: Megatron: %w", err)
+	}
+	if cfg.Out == 0 {
+		cfg.Out = x.dtype
+	}
+	if cfg.Out != x.dtype && cfg.Out != collate.Int32 && cfg.Out != collate.Int64 {
+		return nil, fmt.Errorf("shards: Megatron: MegatronConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, x.dtype)
+	}
+	var ntok int64
+	for _, n := range x.lengths {
+		ntok += int64(n)
+	}
+	window := int64(cfg.SeqLength) + 1
+	if ntok < window {
+		return nil, fmt.Errorf("shards: Megatron: %s: %d tokens, fewer than one sample of SeqLength+1 = %d", idxPath, ntok, window)
+	}
+	n := (ntok - 1) / int64(cfg.SeqLength)
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("shards: Megatron: %s: %d samples an epoch, too many", idxPath, n)
+	}
+	bin, err := openTokenFile(binPath, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("shards: Megatron: %w", err)
+	}
+	return &MegatronDataset{
+		prefix: prefix, cfg: cfg, idx: x, bin: bin, all: bin.view(0, fi.Size()), binSize: fi.Size(), ntok: ntok, n: int(n),
+		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.SeqLength + 1}}},
+		epochs: map[int]*megatronEpoch{},
+	}, nil
+}
+
+// Len returns the samples of an epoch: (tokens-1)/SeqLength.
+func (d *MegatronDataset) Len() int { return d.n }
+
+// Schema returns the one field, [SeqLength+1] tokens of
+// MegatronConfig.Out.
+func (d *MegatronDataset) Schema() collate.Schema { return d.schema }
+
+// NumTokens returns the tokens in all the sequences.
+func (d *MegatronDataset) NumTokens() int64 { return d.ntok }
+
+// NumSequences returns the sequences of the .idx: the documents that
+// the samples are cut from.
+func (d *MegatronDataset) NumSequences() int { return len(d.idx.lengths) }
+
+// DType returns the type of the tokens in the .bin.
+func (d *MegatronDataset) DType() collate.DType { return d.idx.dtype }
+
+// Order returns the indices of epoch, built on first use and shared:
+// read them, never write them.
+func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
+	d.mu.Lock()
+	e := d.epochs[epoch]
+	if e == nil {
+		e = &megatronEpoch{}
+		if len(d.epochs) >= 2 { // keep the latest two: loaders run one epoch at a time
+			old := epoch
+			for k := range d.epochs {
+				old = min(old, k)
+			}
+			if old != epoch {
+				delete(d.epochs, old)
+			}
+		}
+		d.epochs[epoch] = e
+	}
+	d.mu.Unlock()
+	e.once.Do(func() { e.order, e.err = d.build(epoch) })
+	return e.order, e.err
+}
+
+// build makes epoch's indices.
+func (d *MegatronDataset) build(epoch int) (MegatronOrder, error) {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(epoch)))
+	docs := make([]int32, len(d.idx.lengths))
+	for i := range docs {
+		docs[i] = int32(i)
+	}
+	rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+	samples, err := buildSampleIndex(d.idx.lengths, docs, d.cfg.SeqLength, d.ntok)
+	if err != nil {
+		return MegatronOrder{}, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+	}
+	shuffle := make([]int64, len(samples)/2-1)
+	for i := range shuffle {
+		shuffle[i] = int64(i)
+	}
+	rng.Shuffle(len(shuffle), func(i, j int) { shuffle[i], shuffle[j] = shuffle[j], shuffle[i] })
+	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: shuffle}, nil
+}
+
+// buildSampleIndex is Megatron's build_sample_idx for one epoch, with
+// add_extra_token_to_sequence 1 and drop_last_partial_sequence: the
+// (position in docs, offset) pair where each of the (tokens-1)/seqLen
+// samples starts, then the pair where the last one ends, flat.
+func buildSampleIndex(lengths []int32, docs []int32, seqLen int, tokens int64) ([]int64, error) {
+	n := (tokens - 1) / int64(seqLen)
+	out := make([]int64, 0, 2*(n+1))
+	out = append(out, 0, 0)
+	var at, off int64 // position in docs, offset in that document
+	for k := int64(1); k <= n; k++ {
+		remaining := int64(seqLen) + 1
+		for remaining != 0 {
+			length := int64(lengths[docs[at]]) - off
+			remaining -= length
+			if remaining <= 0 {
+				off += remaining + length - 1
+				remaining = 0
+				break
+			}
+			if at == int64(len(docs))-1 {
+				if k != n {
+					return nil, fmt.Errorf("sample %d: the documents end early", k)
+				}
+				off = int64(lengths[docs[at]]) - 1
+				break
+			}
+			at++
+			off = 0
+		}
+		out = append(out, at, off)
+	}
+	return out, nil
+}
+
+// Fill writes sample Shuffle[s.Index()] of s.Epoch() into its slot.
+func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
+	o, err := d.Order(s.Epoch())
+	if err != nil {
+		return err
+	}
+	_, err = d.fill(s.TensorAt(0).Bytes(), o, []int{s.Index()})
+	return err
+}
+
+// FillBatch writes the samples of a whole batch: the same bytes as a Fill
+// of each, without the loader's per-sample work, and where the .bin is
+// mapped with one fault guard and one stat a batch.
+func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
+	o, err := d.Order(b.Epoch())
+	if err != nil {
+		return err
+	}
+	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), o, b.Indices()); err != nil {
+		return &engine.SampleError{Index: b.Indices()[at], Epoch: b.Epoch(), Worker: -1, Err: err}
+	}
+	return nil
+}
+
+// fill writes samples o.Shuffle[indices[i]] into row i of dst; on an
+// error it returns the i it failed at.
+func (d *MegatronDataset) fill(dst []byte, o MegatronOrder, indices []int) (int, error) {
+	if d.closed.Load() {
+		return 0, fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	}
+	row := len(dst) / max(len(indices), 1)
+	var i int
+	err := guardMapped(d.bin, func() error {
+		for i = range indices {
+			if err := d.sample(dst[i*row:(i+1)*row], o, indices[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if f, ok := err.(fault); ok {
+		return i, d.cut(o, indices[i], f)
+	}
+	if err != nil || d.all == nil {
+		return i, err
+	}
+	// A file cut inside a page reads zeros past its end, with no fault:
+	// one stat a call tells.
+	size, err := d.bin.size()
+	if err == nil && size >= d.binSize {
+		return 0, nil
+	}
+	for i = range indices {
+		if err != nil || d.extent(o, indices[i]) > size {
+			return i, d.cut(o, indices[i], fault{})
+		}
+	}
+	return 0, nil
+}
+
+// pieces calls f for each run of sample o.Shuffle[index]'s tokens: n
+// tokens from token off of sequence seq, at byte from of the .bin, to be
+// written at byte to of the sample's row.
+func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, off, n, from, to int64) error) error {
+	if index < 0 || index >= len(o.Shuffle) {
+		return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
+	}
+	k := o.Shuffle[index]
+	at, off := o.Samples[2*k], o.Samples[2*k+1]
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	var to int64
+	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+		if at >= int64(len(o.Documents)) {
+			return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+		}
+		seq := o.Documents[at]
+		if n := min(int64(d.idx.lengths[seq])-off, remaining); n > 0 {
+			if err := f(seq, off, n, d.idx.pointers[seq]+off*es, to); err != nil {
+				return err
+			}
+			to += n * ow
+			remaining -= n
+		}
+	}
+	return nil
+}
+
+// sample writes sample o.Shuffle[index] into dst.
+func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) error {
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	return d.pieces(o, index, func(seq int32, off, n, from, to int64) error {
+		out := dst[to : to+n*ow]
+		var err error
+		switch {
+		case d.all != nil:
+			err = d.convert(out, d.all[from:from+n*es], off)
+		case d.cfg.Out == d.idx.dtype && littleEndian:
+			err = d.bin.readAt(out, from)
+		default:
+			buf := make([]byte, n*es)
+			if err = d.bin.readAt(buf, from); err == nil {
+				err = d.convert(out, buf, off)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+				d.prefix, o.Shuffle[index], seq, off, off+n, from, from+n*es, err)
+		}
+		return nil
+	})
+}
+
+// extent returns the end of the bytes of the .bin that sample
+// o.Shuffle[index] reads.
+func (d *MegatronDataset) extent(o MegatronOrder, index int) int64 {
+	var end int64
+	es := int64(d.idx.dtype.Size())
+	_ = d.pieces(o, index, func(_ int32, _, n, from, _ int64) error {
+		end = max(end, from+n*es)
+		return nil
+	})
+	return end
+}
+
+// cut is the error of sample o.Shuffle[index], which the .bin no longer
+// holds.
+func (d *MegatronDataset) cut(o MegatronOrder, index int, f fault) error {
+	now := "cannot be read"
+	if size, err := d.bin.size(); err == nil {
+		now = fmt.Sprintf("is %d bytes", size)
+	}
+	msg := fmt.Sprintf("shards: Megatron: %s.bin: sample %d (index %d, up to byte %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
+		d.prefix, o.Shuffle[index], index, d.extent(o, index), now, d.binSize)
+	if f.addr != 0 {
+		msg += " (" + f.Error() + ")"
+	}
+	return errors.New(msg)
+}
+
+// convert writes the little-endian tokens src, from token first of their
+// sequence, into dst as Out.
+func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
+	from, to := d.idx.dtype, d.cfg.Out
+	if from == to && littleEndian {
+		copy(dst, src)
+		return nil
+	}
+	es := from.Size()
+	for i := range len(src) / es {
+		var v int64
+		switch from {
+		case collate.Uint8:
+			v = int64(src[i])
+		case collate.Int8:
+			v = int64(int8(src[i]))
+		case collate.Int16:
+			v = int64(int16(binary.LittleEndian.Uint16(src[2*i:])))
+		case collate.Uint16:
+			v = int64(binary.LittleEndian.Uint16(src[2*i:]))
+		case collate.Int32:
+			v = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
+		case collate.Int64:
+			v = int64(binary.LittleEndian.Uint64(src[8*i:]))
+		}
+		switch to {
+		case collate.Int64:
+			binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
+		case collate.Int32:
+			if v != int64(int32(v)) {
+				return fmt.Errorf("token %d is %d, more than int32 (MegatronConfig.Out) holds", first+int64(i), v)
+			}
+			binary.NativeEndian.PutUint32(dst[4*i:], uint32(int32(v)))
+		default: // the file's own type, big-endian machine
+			switch es {
+			case 1:
+				dst[i] = src[i]
+			case 2:
+				binary.NativeEndian.PutUint16(dst[2*i:], uint16(v))
+			case 4:
+				binary.NativeEndian.PutUint32(dst[4*i:], uint32(v))
+			}
+		}
+	}
+	return nil
+}
+
+// guardMapped runs f, which reads the mapping of file, and returns a
+// fault of those reads as an error (fault) rather than crashing the
+// process, as TokenDataset.guard does.
+func guardMapped(file tokenFile, f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if e, ok := r.(interface{ Addr() uintptr }); ok && file.contains(e.Addr()) {
+			err = fault{e.Addr()}
+			return
+		}
+		panic(r)
+	}()
+	return f()
+}
+
+// Close unmaps and closes the .bin. Fills must not run during or after
+// it.
+func (d *MegatronDataset) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	return d.bin.close()
+}
+
+// WriteMegatron writes documents as the indexed dataset prefix.idx and
+// prefix.bin, tokens of type dtype (collate.Uint8, Int8, Int16, Uint16,
+// Int32 or Int64), one sequence a document, as Megatron's
+// IndexedDatasetBuilder does with add_document: for tests, examples and
+// small corpora. A token that dtype cannot hold is an error.
+func WriteMegatron(prefix string, dtype collate.DType, documents [][]int64) error {
+	code, ok := megatronCode(dtype)
+	if !ok {
+		return fmt.Errorf("shards: WriteMegatron: dtype %v, want uint8, int8, int16, uint16, int32 or int64", dtype)
+	}
+	var bin []byte
+	var lengths []int32
+	var pointers []int64
+	for d, doc := range documents {
+		if len(doc) > math.MaxInt32 {
+			return fmt.Errorf("shards: WriteMegatron: document %d: %d tokens, more than a sequence holds", d, len(doc))
+		}
+		pointers = append(pointers, int64(len(bin)))
+		lengths = append(lengths, int32(len(doc)))
+		for i, v := range doc {
+			var fits bool
+			switch dtype {
+			case collate.Uint8:
+				fits = v >= 0 && v <= math.MaxUint8
+				bin = append(bin, byte(v))
+			case collate.Int8:
+				fits = v >= math.MinInt8 && v <= math.MaxInt8
+				bin = append(bin, byte(v))
+			case collate.Int16:
+				fits = v >= math.MinInt16 && v <= math.MaxInt16
+				bin = binary.LittleEndian.AppendUint16(bin, uint16(v))
+			case collate.Uint16:
+				fits = v >= 0 && v <= math.MaxUint16
+				bin = binary.LittleEndian.AppendUint16(bin, uint16(v))
+			case collate.Int32:
+				fits = v >= math.MinInt32 && v <= math.MaxInt32
+				bin = binary.LittleEndian.AppendUint32(bin, uint32(v))
+			case collate.Int64:
+				fits = true
+				bin = binary.LittleEndian.AppendUint64(bin, uint64(v))
+			}
+			if !fits {
+				return fmt.Errorf("shards: WriteMegatron: document %d, token %d: %d does not fit %v", d, i, v, dtype)
+			}
+		}
+	}
+	idx := append([]byte(nil), megatronMagic...)
+	idx = binary.LittleEndian.AppendUint64(idx, 1)
+	idx = append(idx, code)
+	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(documents)))
+	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(documents)+1))
+	for _, n := range lengths {
+		idx = binary.LittleEndian.AppendUint32(idx, uint32(n))
+	}
+	for _, p := range pointers {
+		idx = binary.LittleEndian.AppendUint64(idx, uint64(p))
+	}
+	for i := range len(documents) + 1 {
+		idx = binary.LittleEndian.AppendUint64(idx, uint64(i))
+	}
+	if err := os.WriteFile(prefix+".bin", bin, 0o644); err != nil {
+		return fmt.Errorf("shards: WriteMegatron: %w", err)
+	}
+	if err := os.WriteFile(prefix+".idx", idx, 0o644); err != nil {
+		return fmt.Errorf("shards: WriteMegatron: %w", err)
+	}
+	return nil
+}

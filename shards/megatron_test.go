@@ -1,0 +1,652 @@
+package shards
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// megatronPython is the peer's interpreter: Debian's, with numpy.
+const megatronPython = "/usr/bin/python3"
+
+// megatronPeer runs scripts/megatron_check.py with args and returns its
+// output. It skips the test where /usr/bin/python3 or numpy is missing,
+// unless $CI is set: then that fails it.
+func megatronPeer(t *testing.T, args ...string) []byte {
+	t.Helper()
+	if out, err := exec.Command(megatronPython, "-c", "import numpy").CombinedOutput(); err != nil {
+		msg := fmt.Sprintf("%s with numpy is needed for the Megatron peer: %v: %s", megatronPython, err, strings.TrimSpace(string(out)))
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	script := filepath.Join("..", "scripts", "megatron_check.py")
+	cmd := exec.Command(megatronPython, append([]string{script}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "megatron_check.py %q: %s", args, stderr.String())
+	return out
+}
+
+// megatronDocs writes documents as an indexed dataset of dtype and
+// returns its prefix.
+func megatronDocs(t testing.TB, dtype collate.DType, docs [][]int64) string {
+	prefix := filepath.Join(t.TempDir(), "corpus_text_document")
+	require.NoError(t, WriteMegatron(prefix, dtype, docs))
+	return prefix
+}
+
+// megatronRows loads an epoch of d (Out Int64) and returns each sample's
+// tokens by dataset index, and the raw bytes of the batches in order.
+func megatronRows(t *testing.T, d *MegatronDataset, cfg engine.Config, epoch int) ([][]int64, []byte) {
+	t.Helper()
+	cfg.WorldSize, cfg.Backend = 1, "cpu"
+	l, err := engine.New(d, cfg)
+	require.NoError(t, err)
+	defer l.Close()
+	rows := make([][]int64, d.Len())
+	var raw []byte
+	f := d.Schema()[0]
+	w := f.Shape[0]
+	for b, err := range l.Epoch(context.Background(), epoch) {
+		require.NoError(t, err)
+		tensor := b.Tensor(f.Name)
+		raw = append(raw, tensor.Bytes()...)
+		for i, index := range b.Indices() {
+			row := make([]int64, w)
+			for j := range w {
+				switch f.DType {
+				case collate.Int64:
+					row[j] = collate.As[int64](tensor)[i*w+j]
+				case collate.Int32:
+					row[j] = int64(collate.As[int32](tensor)[i*w+j])
+				case collate.Uint16:
+					row[j] = int64(collate.As[uint16](tensor)[i*w+j])
+				default:
+					t.Fatalf("megatronRows: %v", f.DType)
+				}
+			}
+			rows[index] = row
+		}
+	}
+	return rows, raw
+}
+
+// sequenceTokens reads sequence i of d's .bin (Out Int64).
+func sequenceTokens(t *testing.T, d *MegatronDataset, i int) []int64 {
+	t.Helper()
+	require.Equal(t, collate.Int64, d.cfg.Out)
+	n := int64(d.idx.lengths[i])
+	raw := make([]byte, n*int64(d.idx.dtype.Size()))
+	require.NoError(t, d.bin.readAt(raw, d.idx.pointers[i]))
+	buf := make([]byte, 8*n)
+	require.NoError(t, d.convert(buf, raw, 0))
+	out := make([]int64, n)
+	for j := range out {
+		out[j] = int64(binary.NativeEndian.Uint64(buf[8*j:]))
+	}
+	return out
+}
+
+type megatronPeerCorpus struct {
+	DType     string    `json:"dtype"`
+	Lengths   []int32   `json:"lengths"`
+	Pointers  []int64   `json:"pointers"`
+	Documents []int64   `json:"documents"`
+	Sequences [][]int64 `json:"sequences"`
+}
+
+type megatronPeerSamples struct {
+	SampleIndex []int64   `json:"sample_index"`
+	Samples     [][]int64 `json:"samples"`
+}
+
+var megatronTypes = []collate.DType{collate.Uint8, collate.Int8, collate.Int16, collate.Uint16, collate.Int32, collate.Int64}
+
+// checkAgainstPeer checks d against the peer's reading of its files: the
+// index's arrays, every token of every sequence, and, for the document
+// orders d uses in two epochs, numpy's build_sample_idx and every sample.
+func checkAgainstPeer(t *testing.T, d *MegatronDataset, prefix string) {
+	t.Helper()
+	epochs := []int{0, 3}
+	args := []string{"check", prefix, strconv.Itoa(d.cfg.SeqLength)}
+	for _, epoch := range epochs {
+		o, err := d.Order(epoch)
+		require.NoError(t, err)
+		var order strings.Builder
+		for _, doc := range o.Documents {
+			order.WriteString(strconv.Itoa(int(doc)) + "\n")
+		}
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("order%d.txt", epoch))
+		require.NoError(t, os.WriteFile(path, []byte(order.String()), 0o644))
+		args = append(args, path)
+	}
+	var peer struct {
+		Corpus megatronPeerCorpus    `json:"corpus"`
+		Orders []megatronPeerSamples `json:"orders"`
+	}
+	require.NoError(t, json.Unmarshal(megatronPeer(t, args...), &peer))
+	c := peer.Corpus
+	assert.Equal(t, d.idx.dtype.String(), c.DType)
+	assert.Equal(t, c.Lengths, d.idx.lengths)
+	assert.Equal(t, c.Pointers, d.idx.pointers)
+	assert.Equal(t, c.Documents, d.idx.docs)
+	require.Len(t, c.Sequences, d.NumSequences())
+	for i, want := range c.Sequences {
+		if len(want) == 0 {
+			want = []int64{}
+		}
+		require.Equal(t, want, sequenceTokens(t, d, i), "sequence %d", i)
+	}
+	require.Len(t, peer.Orders, len(epochs))
+	for e, epoch := range epochs {
+		s := peer.Orders[e]
+		o, err := d.Order(epoch)
+		require.NoError(t, err)
+		require.Equal(t, s.SampleIndex, o.Samples, "build_sample_idx, epoch %d", epoch)
+		rows, _ := megatronRows(t, d, engine.Config{BatchSize: 5, Workers: 2}, epoch)
+		require.Len(t, s.Samples, d.Len())
+		for i, row := range rows {
+			require.Equal(t, s.Samples[o.Shuffle[i]], row, "index %d: sample %d, epoch %d", i, o.Shuffle[i], epoch)
+		}
+	}
+}
+
+// Go reads corpora that numpy wrote from the format (documents of several
+// sequences, empty sequences, every integer dtype) and agrees with
+// numpy's reading on every token, and on the samples.
+func TestMegatronReadsPeerCorpus(t *testing.T) {
+	for i, dt := range megatronTypes {
+		seqs := []int{7}
+		if dt == collate.Uint16 {
+			seqs = []int{1, 7, 64}
+		}
+		for _, seq := range seqs {
+			t.Run(fmt.Sprintf("%v/seq %d", dt, seq), func(t *testing.T) {
+				prefix := filepath.Join(t.TempDir(), "peer")
+				megatronPeer(t, "write", prefix, dt.String(), strconv.Itoa(i+1))
+				d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: uint64(seq), Out: collate.Int64})
+				require.NoError(t, err)
+				defer d.Close()
+				checkAgainstPeer(t, d, prefix)
+			})
+		}
+	}
+}
+
+// numpy reads corpora that WriteMegatron wrote and agrees on every token.
+func TestMegatronPeerReadsGoCorpus(t *testing.T) {
+	for _, dt := range megatronTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			lo, hi := int64(0), int64(250)
+			switch dt {
+			case collate.Int8:
+				lo, hi = -128, 127
+			case collate.Int16:
+				lo, hi = -32768, 32767
+			case collate.Uint16:
+				hi = 65535
+			case collate.Int32:
+				lo, hi = -1<<31, 1<<31-1
+			case collate.Int64:
+				lo, hi = -1<<62, 1<<62
+			}
+			var docs [][]int64
+			for i := range 30 {
+				doc := make([]int64, (i*37)%90)
+				for j := range doc {
+					doc[j] = lo + int64(uint64(i*1000+j*7919)%uint64(hi-lo+1))
+				}
+				docs = append(docs, doc)
+			}
+			docs[3][0], docs[4][len(docs[4])-1] = lo, hi
+			prefix := megatronDocs(t, dt, docs)
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: 9, Out: collate.Int64})
+			require.NoError(t, err)
+			defer d.Close()
+			checkAgainstPeer(t, d, prefix)
+		})
+	}
+}
+
+// corpus of documents with known tokens: document i holds i*1000, ...,
+// i*1000+len-1; some are empty or shorter than a sample.
+func knownDocs() [][]int64 {
+	var docs [][]int64
+	for i, n := range []int{13, 0, 1, 2, 40, 5, 0, 26, 3, 9, 17, 1, 60} {
+		doc := make([]int64, n)
+		for j := range doc {
+			doc[j] = int64(i*1000 + j)
+		}
+		docs = append(docs, doc)
+	}
+	return docs
+}
+
+// Sample k is tokens [k×SeqLength, k×SeqLength+SeqLength+1) of the
+// documents concatenated in the epoch's order, across as many document
+// boundaries as it takes; index i is sample Shuffle[i], each sample once.
+func TestMegatronSamplesCrossDocuments(t *testing.T) {
+	docs := knownDocs()
+	prefix := megatronDocs(t, collate.Int32, docs)
+	for _, seq := range []int{1, 2, 4, 10, 50} {
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: 7, Out: collate.Int64})
+		require.NoError(t, err)
+		assert.EqualValues(t, 177, d.NumTokens())
+		assert.Equal(t, 176/seq, d.Len())
+		for _, epoch := range []int{0, 1} {
+			o, err := d.Order(epoch)
+			require.NoError(t, err)
+			var stream []int64
+			for _, doc := range o.Documents {
+				stream = append(stream, docs[doc]...)
+			}
+			rows, _ := megatronRows(t, d, engine.Config{BatchSize: 3}, epoch)
+			seen := map[int64]bool{}
+			for i, row := range rows {
+				k := o.Shuffle[i]
+				require.False(t, seen[k])
+				seen[k] = true
+				require.Equal(t, stream[k*int64(seq):k*int64(seq)+int64(seq)+1], row, "seq %d epoch %d sample %d", seq, epoch, k)
+			}
+			assert.Len(t, seen, d.Len())
+
+			// The ReadAt fallback, as on an OS without mmap, gives the same.
+			file, err := os.Open(prefix + ".bin")
+			require.NoError(t, err)
+			fb := &MegatronDataset{prefix: d.prefix, cfg: d.cfg, idx: d.idx, bin: readAtFile{file}, binSize: d.binSize,
+				ntok: d.ntok, n: d.n, schema: d.schema, epochs: map[int]*megatronEpoch{}}
+			got, _ := megatronRows(t, fb, engine.Config{BatchSize: 3, Workers: 2}, epoch)
+			assert.Equal(t, rows, got, "ReadAt fallback")
+			require.NoError(t, fb.Close())
+		}
+		require.NoError(t, d.Close())
+	}
+}
+
+// The samples are a function of MegatronConfig.Seed and the epoch:
+// batches are bit-identical at any Workers, for the file's own type and
+// widened.
+func TestMegatronDeterministic(t *testing.T) {
+	docs := knownDocs()
+	prefix := megatronDocs(t, collate.Uint16, docs)
+	for _, out := range []collate.DType{0, collate.Int32, collate.Int64} {
+		open := func(seed uint64) *MegatronDataset {
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: 6, Seed: seed, Out: out})
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			return d
+		}
+		d := open(1)
+		rows0, raw0 := megatronRows(t, d, engine.Config{BatchSize: 4, Workers: 0}, 0)
+		rows3, raw3 := megatronRows(t, open(1), engine.Config{BatchSize: 4, Workers: 3}, 0)
+		assert.Equal(t, raw0, raw3, "Workers 0 and 3, out %v", out)
+		assert.Equal(t, rows0, rows3)
+		_, raw1 := megatronRows(t, d, engine.Config{BatchSize: 4, Workers: 3}, 1)
+		assert.NotEqual(t, raw0, raw1, "another epoch, another order")
+		_, rawSeed := megatronRows(t, open(2), engine.Config{BatchSize: 4, Workers: 3}, 0)
+		assert.NotEqual(t, raw0, rawSeed, "another seed, another order")
+		o1, _ := d.Order(0)
+		o2, _ := open(1).Order(0)
+		assert.Equal(t, o1, o2)
+	}
+}
+
+// A loader saved mid-epoch (engine.State, through JSON) and resumed in a
+// new loader over a new dataset delivers exactly the rest of the epoch.
+func TestMegatronResume(t *testing.T) {
+	prefix := megatronDocs(t, collate.Int32, knownDocs())
+	open := func() *MegatronDataset {
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 5, Seed: 11, Out: collate.Int64})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	cfg := engine.Config{BatchSize: 4, Workers: 2, Seed: 5, WorldSize: 1, Backend: "cpu"}
+	_, full := megatronRows(t, open(), cfg, 2)
+
+	l, err := engine.New(open(), cfg)
+	require.NoError(t, err)
+	var head []byte
+	n := 0
+	for b, err := range l.Epoch(context.Background(), 2) {
+		require.NoError(t, err)
+		head = append(head, b.Tensor("tokens").Bytes()...)
+		if n++; n == 3 {
+			break
+		}
+	}
+	st := l.State()
+	require.NoError(t, l.Close())
+	js, err := json.Marshal(st)
+	require.NoError(t, err)
+	var back engine.State
+	require.NoError(t, json.Unmarshal(js, &back))
+
+	cfg.Resume = &back
+	cfg.Workers = 3
+	_, tail := megatronRows(t, open(), cfg, 2)
+	assert.Equal(t, full, append(head, tail...))
+}
+
+// The loader's FillBatch writes what a Fill of each sample writes.
+func TestMegatronFillBatchMatchesFill(t *testing.T) {
+	prefix := megatronDocs(t, collate.Int16, knownDocs()[:10])
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 8, Seed: 3, Out: collate.Int32})
+	require.NoError(t, err)
+	defer d.Close()
+	rows, _ := megatronRows(t, d, engine.Config{BatchSize: 4, Workers: 2}, 1)
+	layout, err := collate.NewLayout(d.Schema(), 1)
+	require.NoError(t, err)
+	buf := make([]byte, layout.Size())
+	for index, want := range rows {
+		require.NoError(t, d.Fill(context.Background(), engine.NewSlot(0, 1, index, layout, buf, 0)))
+		got := make([]int64, 9)
+		for j, v := range collate.As[int32](layout.Sample(buf, 0, 0)) {
+			got[j] = int64(v)
+		}
+		require.Equal(t, want, got, "index %d", index)
+	}
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close())
+	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 1, 0, layout, buf, 0)), "closed")
+}
+
+// An int64 token that Out Int32 cannot hold is an error naming it.
+func TestMegatronOutOfRangeForInt32(t *testing.T) {
+	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3}, {4, 1 << 40, 6}})
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Out: collate.Int32})
+	require.NoError(t, err)
+	defer d.Close()
+	l, err := engine.New(d, engine.Config{BatchSize: 1, WorldSize: 1, Backend: "cpu"})
+	require.NoError(t, err)
+	defer l.Close()
+	var got error
+	for _, err := range l.Epoch(context.Background(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+	}
+	assert.ErrorContains(t, got, "1099511627776, more than int32 (MegatronConfig.Out) holds")
+	assert.ErrorContains(t, got, prefix+".bin")
+}
+
+// megatronIdx returns a valid .idx and .bin: 3 uint16 sequences of 4, 2
+// and 5 tokens in 2 documents.
+func megatronIdx() (idx, bin []byte) {
+	idx = append([]byte(nil), megatronMagic...)
+	idx = binary.LittleEndian.AppendUint64(idx, 1)
+	idx = append(idx, 8)
+	idx = binary.LittleEndian.AppendUint64(idx, 3)
+	idx = binary.LittleEndian.AppendUint64(idx, 3)
+	for _, n := range []uint32{4, 2, 5} {
+		idx = binary.LittleEndian.AppendUint32(idx, n)
+	}
+	for _, p := range []uint64{0, 8, 12} {
+		idx = binary.LittleEndian.AppendUint64(idx, p)
+	}
+	for _, p := range []uint64{0, 2, 3} {
+		idx = binary.LittleEndian.AppendUint64(idx, p)
+	}
+	return idx, make([]byte, 22)
+}
+
+// Corrupt or truncated files are errors naming the file and the field,
+// never a panic or an allocation the files do not back.
+func TestMegatronCorruptFiles(t *testing.T) {
+	const (
+		version  = 9
+		dtype    = 17
+		nseq     = 18
+		ndoc     = 26
+		lengths  = 34
+		pointers = 34 + 12
+		docs     = 34 + 36
+	)
+	put64 := func(off int, v uint64) func([]byte) []byte {
+		return func(b []byte) []byte { binary.LittleEndian.PutUint64(b[off:], v); return b }
+	}
+	for _, tc := range []struct {
+		name string
+		idx  func([]byte) []byte
+		bin  func([]byte) []byte
+		want string // after the file's name
+	}{
+		{"empty idx", func([]byte) []byte { return nil }, nil, ".idx: header: 0 bytes, want 34"},
+		{"bad magic", func(b []byte) []byte { b[0] = 'X'; return b }, nil, ".idx: magic: \"XMIDIDX\\x00\\x00\""},
+		{"short bad magic", func(b []byte) []byte { return []byte("PK\x03\x04zipfile") }, nil, ".idx: magic:"},
+		{"short header", func(b []byte) []byte { return b[:20] }, nil, ".idx: header: 20 bytes, want 34"},
+		{"version", put64(version, 2), nil, ".idx: version: 2, want 1"},
+		{"float dtype", func(b []byte) []byte { b[dtype] = 6; return b }, nil, ".idx: dtype: code 6 (a float type, not token ids)"},
+		{"unknown dtype", func(b []byte) []byte { b[dtype] = 9; return b }, nil, ".idx: dtype: code 9 (unknown)"},
+		{"sequence count", put64(nseq, 1<<62), nil, ".idx: sequence count: 4611686018427387904: the file holds 60 bytes after the header, room for 5 sequences"},
+		{"document count", put64(ndoc, 1<<61), nil, ".idx: document count: 2305843009213693952: the file holds 24 bytes after the sequences, room for 3"},
+		{"no documents", put64(ndoc, 0), nil, ".idx: document count: 0"},
+		{"truncated arrays", func(b []byte) []byte { return b[:docs+10] }, nil, ".idx: document count: 3: the file holds 10 bytes after the sequences, room for 1"},
+		{"truncated lengths", func(b []byte) []byte { return b[:lengths+6] }, nil, ".idx: sequence count: 3: the file holds 6 bytes after the header, room for 0 sequences"},
+		{"negative length", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[lengths+4:], 0xffffffff); return b }, nil, ".idx: sequence lengths: sequence 1 has length -1"},
+		{"pointer past bin", put64(pointers+16, 100), nil, ".idx: sequence pointers: sequence 2 at byte 100, 5 tokens (10 bytes): past the end of the .bin (22 bytes)"},
+		{"negative pointer", put64(pointers+8, 1<<63), nil, ".idx: sequence pointers: sequence 1 at byte -9223372036854775808"},
+		{"length past bin", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[lengths+8:], 1<<30); return b }, nil, ".idx: sequence pointers: sequence 2 at byte 12, 1073741824 tokens"},
+		{"odd pointer", put64(pointers+8, 7), nil, ".idx: sequence pointers: sequence 1 at byte 7, not a multiple"},
+		{"bin truncated", nil, func(b []byte) []byte { return b[:21] }, ".idx: sequence pointers: sequence 2 at byte 12, 5 tokens (10 bytes): past the end of the .bin (21 bytes)"},
+		{"first document", put64(docs, 1), nil, ".idx: document indices: the first is 1, want 0"},
+		{"document past sequences", put64(docs+16, 4), nil, ".idx: document indices: entry 2 is 4, outside the 3 sequences"},
+		{"documents decrease", func(b []byte) []byte { return put64(docs+16, 2)(put64(docs+8, 3)(b)) }, nil, ".idx: document indices: entry 2 is 2, less than entry 1 (3)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idx, bin := megatronIdx()
+			if tc.idx != nil {
+				idx = tc.idx(idx)
+			}
+			if tc.bin != nil {
+				bin = tc.bin(bin)
+			}
+			prefix := filepath.Join(t.TempDir(), "bad")
+			require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+			require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: 2})
+			require.Error(t, err)
+			assert.Nil(t, d)
+			assert.Contains(t, err.Error(), "shards: Megatron: "+prefix+tc.want)
+		})
+	}
+
+	idx, bin := megatronIdx()
+	prefix := filepath.Join(t.TempDir(), "ok")
+	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 2})
+	require.NoError(t, err, "the base case is valid")
+	assert.Equal(t, 5, d.Len())
+	require.NoError(t, d.Close())
+	for _, tc := range []struct {
+		prefix string
+		cfg    MegatronConfig
+		want   string
+	}{
+		{prefix, MegatronConfig{}, "MegatronConfig.SeqLength 0, want > 0"},
+		{prefix, MegatronConfig{SeqLength: 2, Out: collate.Float32}, "MegatronConfig.Out float32, want uint16 (the file's), int32 or int64"},
+		{prefix, MegatronConfig{SeqLength: 11}, "ok.idx: 11 tokens, fewer than one sample of SeqLength+1 = 12"},
+		{filepath.Join(t.TempDir(), "none"), MegatronConfig{SeqLength: 2}, "none.bin: no such file"},
+	} {
+		_, err := Megatron(tc.prefix, tc.cfg)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	require.NoError(t, os.Remove(prefix+".idx"))
+	_, err = Megatron(prefix, MegatronConfig{SeqLength: 2})
+	assert.ErrorContains(t, err, "ok.idx: no such file")
+}
+
+// A .bin cut short while mapped is an error naming the file and the
+// sample, never a SIGBUS.
+func TestMegatronBinCutWhileMapped(t *testing.T) {
+	docs := make([][]int64, 64)
+	for i := range docs {
+		docs[i] = make([]int64, 1024) // 64 documents of 2 KiB (uint16)
+	}
+	for _, size := range []int64{0, 40000, 65536} {
+		prefix := megatronDocs(t, collate.Uint16, docs)
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 255, Out: collate.Int64})
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(prefix+".bin", size))
+		for _, workers := range []int{0, 2} {
+			l, err := engine.New(d, engine.Config{BatchSize: 16, Workers: workers, WorldSize: 1, Backend: "cpu"})
+			require.NoError(t, err)
+			var got error
+			for _, err := range l.Epoch(context.Background(), 0) {
+				if err != nil {
+					got = err
+					break
+				}
+			}
+			require.NoError(t, l.Close())
+			require.Error(t, got, "cut to %d", size)
+			assert.Contains(t, got.Error(), prefix+".bin: sample ")
+			if d.all != nil { // mapped; elsewhere ReadAt's error says it
+				assert.Contains(t, got.Error(), "it was cut short or rewritten while mapped")
+			}
+		}
+		// Fill, sample by sample: those the file still holds load.
+		o, err := d.Order(0)
+		require.NoError(t, err)
+		layout, err := collate.NewLayout(d.Schema(), 1)
+		require.NoError(t, err)
+		buf := make([]byte, layout.Size())
+		for _, i := range []int{0, 7, d.Len() / 2, d.Len() - 1} {
+			err := d.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0))
+			if d.extent(o, i) <= size {
+				assert.NoError(t, err, "index %d", i)
+				continue
+			}
+			require.Error(t, err, "index %d", i)
+			assert.Contains(t, err.Error(), fmt.Sprintf("%s.bin: sample %d (index %d, up to byte %d)", prefix, o.Shuffle[i], i, d.extent(o, i)))
+		}
+		require.NoError(t, d.Close())
+	}
+}
+
+// FuzzMegatronIndex: the .idx parser never panics, allocates only what
+// the bytes back, and what it accepts is in bounds of the .bin.
+func FuzzMegatronIndex(f *testing.F) {
+	idx, bin := megatronIdx()
+	f.Add(idx, int64(len(bin)))
+	f.Add(idx[:40], int64(22))
+	f.Add(idx, int64(3))
+	var buf bytes.Buffer
+	buf.Write(idx[:34])
+	f.Add(buf.Bytes(), int64(0))
+	f.Fuzz(func(t *testing.T, data []byte, binSize int64) {
+		x, err := parseMegatronIndex("f.idx", data, binSize)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.idx: ") {
+				t.Fatalf("error without the file's name: %v", err)
+			}
+			return
+		}
+		es := int64(x.dtype.Size())
+		if 12*len(x.lengths)+8*len(x.docs) > len(data) {
+			t.Fatalf("%d sequences and %d documents from %d bytes", len(x.lengths), len(x.docs), len(data))
+		}
+		for i, n := range x.lengths {
+			if n < 0 || x.pointers[i] < 0 || x.pointers[i]+int64(n)*es > binSize {
+				t.Fatalf("sequence %d: %d tokens at %d, bin %d", i, n, x.pointers[i], binSize)
+			}
+		}
+		for i, v := range x.docs {
+			if v < 0 || v > int64(len(x.lengths)) || (i > 0 && v < x.docs[i-1]) {
+				t.Fatalf("documents %v", x.docs)
+			}
+		}
+	})
+}
+
+// BenchmarkMegatronWindows loads the samples of a Megatron dataset
+// (uint16 tokens, documents of 50 to 2000 tokens, SeqLength 1024, batch
+// 32) through the loader and, epoch by epoch in turn, copies as many
+// bytes for the same samples with a plain loop: one memcpy a sample of
+// SeqLength+1 tokens from the mapping at the sample's first token, into
+// one batch buffer. The metrics are each side's time a batch and the
+// loader's throughput over the loop's.
+func BenchmarkMegatronWindows(b *testing.B) {
+	const seq, batch = 1024, 32
+	var docs [][]int64
+	for ntok, i := 0, 0; ntok < 1<<23; i++ {
+		doc := make([]int64, 50+(i*7919)%1950)
+		for j := range doc {
+			doc[j] = int64((ntok + j) % 65521)
+		}
+		ntok += len(doc)
+		docs = append(docs, doc)
+	}
+	prefix := megatronDocs(b, collate.Uint16, docs)
+	w := 2 * (seq + 1)
+	for _, workers := range []int{0, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: 1})
+			require.NoError(b, err)
+			defer d.Close()
+			require.NotNil(b, d.all, "the .bin is mapped")
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+			require.NoError(b, err)
+			defer l.Close()
+			dst := make([]byte, batch*w)
+			var loader, copied time.Duration
+			b.SetBytes(int64(batch * w))
+			b.ResetTimer()
+			for n, e := 0, 0; n < b.N; e++ {
+				start := time.Now()
+				m := 0
+				for _, err := range l.Epoch(context.Background(), e) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if m++; n+m == b.N {
+						break
+					}
+				}
+				loader += time.Since(start)
+				b.StopTimer()
+				o, err := d.Order(e)
+				require.NoError(b, err)
+				type run struct{ from, to, n int64 }
+				var runs []run
+				for i := range min(m*batch, len(o.Shuffle)) {
+					row := int64(i%batch) * int64(w)
+					require.NoError(b, d.pieces(o, i, func(_ int32, _, n, from, to int64) error {
+						runs = append(runs, run{from, row + to, 2 * n})
+						return nil
+					}))
+				}
+				b.StartTimer()
+				start = time.Now()
+				for _, r := range runs {
+					copy(dst[r.to:r.to+r.n], d.all[r.from:r.from+r.n])
+				}
+				copied += time.Since(start)
+				n += m
+			}
+			b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
+			b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
+			b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
+		})
+	}
+}
