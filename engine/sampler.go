@@ -73,8 +73,9 @@ func materialize(o lazyOrder) []int {
 
 // Shuffled visits a permutation of 0..N-1 that depends only on Seed and the
 // epoch: a keyed Feistel permutation computed per position, so the loader
-// never materializes it (O(1) memory, the first batch in microseconds at
-// any N; see NOTE [feistel]).
+// never materializes it (O(1) memory, the first batch in under a
+// millisecond at any N; see NOTE [feistel]). Order still returns the
+// whole permutation, for callers who ask.
 //
 // NumSamples, when not 0, makes an epoch that many samples long, without
 // replacement, as PyTorch's RandomSampler(num_samples=...): the epoch's
