@@ -63,9 +63,9 @@ func ExampleTensors() {
 		fmt.Println(b.Indices(), collate.As[float32](b.Tensor("x")), collate.As[int64](b.Tensor("y")))
 	}
 	// Output:
-	// [1 3] [1 1 3 3] [11 13]
-	// [0 4] [0 0 4 4] [10 14]
-	// [2] [2 2] [12]
+	// [2 1] [2 2 1 1] [12 11]
+	// [3 0] [3 3 0 0] [13 10]
+	// [4] [4 4] [14]
 }
 
 // A variable-length field: each sample writes its own number of rows with

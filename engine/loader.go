@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"math/big"
 	"slices"
 	"sync"
@@ -173,7 +174,7 @@ func (l *loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			return
 		}
 		defer l.finish(r)
-		for k := range r.batches {
+		for k := range r.batches.count() {
 			b, err := r.take(k)
 			if err != nil {
 				yield(nil, err)
@@ -234,14 +235,18 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(batches) == 0 && skip == 0 && l.cfg.DropLast {
+	if batches.count() == 0 && skip == 0 && l.cfg.DropLast {
 		l.warnDropLast(epoch)
 	}
 	numbers := l.track(epoch, resume, batches)
 	batches = dropDone(batches, numbers, l.pos.offset)
 	capacity := 0
-	for _, b := range batches {
-		capacity = max(capacity, len(b))
+	if _, lazy := batches.(lazyBatches); lazy && batches.count() > 0 {
+		capacity = batches.size(0) // the first batch is the largest
+	} else {
+		for k := range batches.count() {
+			capacity = max(capacity, batches.size(k))
+		}
 	}
 	if capacity > l.layout.Cap() {
 		layout, err := newLayout(l.layout.Schema(), capacity)
@@ -294,15 +299,15 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 // track starts the position of an epoch of batches, resumed from st when
 // set, and returns the batch numbers of an out-of-order resume (nil
 // otherwise: batch k is number offset+k). Called with l.mu held.
-func (l *loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
+func (l *loader) track(epoch int, st *State, batches batchList) (numbers []int) {
 	unit := l.unit()
-	p := position{epoch: epoch, unit: unit, delivered: make([]bool, len(batches)), batches: len(batches), ran: true}
+	p := position{epoch: epoch, unit: unit, batches: batches.count(), ran: true}
 	if st != nil {
 		p.base, p.offset = st.Position, st.Position/unit
 		if len(st.Done) > 0 { // increasing, checked by New: one merge, linear
-			numbers = make([]int, 0, len(batches))
+			numbers = make([]int, 0, batches.count())
 			done := st.Done
-			for i := range batches {
+			for i := range batches.count() {
 				for len(done) > 0 && done[0] < p.offset+i {
 					done = done[1:]
 				}
@@ -320,15 +325,15 @@ func (l *loader) track(epoch int, st *State, batches [][]int) (numbers []int) {
 
 // dropDone keeps the batches whose numbers (offset + position) are listed,
 // when numbers is set.
-func dropDone(batches [][]int, numbers []int, offset int) [][]int {
+func dropDone(batches batchList, numbers []int, offset int) batchList {
 	if numbers == nil {
 		return batches
 	}
-	keep := make([][]int, len(numbers))
+	keep := make([]int, len(numbers))
 	for i, k := range numbers {
-		keep[i] = batches[k-offset]
+		keep[i] = k - offset
 	}
-	return keep
+	return pickedBatches{batches, keep}
 }
 
 // delivered records batch number k of the running epoch as consumed: handed
@@ -343,7 +348,7 @@ func (l *loader) delivered(k int) {
 func (l *loader) progress(r *run, b *Batch) {
 	if e := l.cfg.LogEvery; e > 0 && l.batches.Load()%int64(e) == 0 {
 		st := l.Stats()
-		l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", len(r.batches)+r.offset,
+		l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", r.batches.count()+r.offset,
 			"batches", st.Batches, "data_bound", fmt.Sprintf("%.1f%%", 100*st.DataBound), "in_flight", st.InFlight)
 	}
 }
@@ -362,6 +367,11 @@ func (l *loader) warnDropLast(epoch int) {
 	}
 	samples := func() (m int) {
 		defer func() { recover() }() // a sampler that panics failed the epoch already
+		if ls, ok := b.Sampler.(lazySampler); ok {
+			if o, ok := ls.lazy(epoch); ok {
+				return o.len()
+			}
+		}
 		return len(b.Sampler.Order(epoch))
 	}()
 	if samples == 0 {
@@ -382,9 +392,15 @@ func (l *loader) startWorker(id int) *worker {
 	return w
 }
 
-// maxSamples bounds Dataset.Len: the epoch's order is materialized, 8
-// bytes a sample.
-const maxSamples = 1 << 34
+// maxSamples bounds Dataset.Len where the epoch's order is materialized
+// (a custom Sampler or BatchSampler, a IterableDataset), 8 bytes a
+// sample; maxLazySamples bounds it where the order is computed per
+// position (Shuffle, Sequential), with room for the arithmetic of
+// padding and batching.
+const (
+	maxSamples     = 1 << 34
+	maxLazySamples = math.MaxInt >> 1
+)
 
 // datasetLen calls ds.Len and checks the result.
 func datasetLen(ds Dataset) (n int, err error) {
@@ -396,16 +412,23 @@ func datasetLen(ds Dataset) (n int, err error) {
 	switch n = ds.Len(); {
 	case n < 0:
 		return 0, fmt.Errorf("engine: Dataset.Len is %d, want >= 0", n)
-	case n > maxSamples:
-		return 0, fmt.Errorf("engine: Dataset.Len is %d, more than the %d samples an epoch's order can hold", n, maxSamples)
+	case n > maxLazySamples:
+		return 0, fmt.Errorf("engine: Dataset.Len is %d, more than the %d samples an epoch's order can hold", n, maxLazySamples)
 	}
 	return n, nil
 }
 
+// lazyLister is a BatchSampler whose batches the loader can compute one
+// at a time (Batched over Shuffled or Sequential; NOTE [feistel]).
+type lazyLister interface {
+	lazyList(epoch int) (batchList, bool)
+}
+
 // epochBatches returns the batches of epoch from the dataset's length at
 // this epoch, checked, with a panic of a sampler turned into an error,
-// skipping the first skip units of the epoch's global order.
-func (l *loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
+// skipping the first skip units of the epoch's global order. The default
+// samplers' batches are computed per batch; others are materialized.
+func (l *loader) epochBatches(epoch, skip int) (list batchList, err error) {
 	n, err := datasetLen(l.ds)
 	if err != nil {
 		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
@@ -416,11 +439,19 @@ func (l *loader) epochBatches(epoch, skip int) (batches [][]int, err error) {
 		}
 	}()
 	bs, _ := l.batchSampler(n, skip)
-	batches = bs.Batches(epoch)
+	if ll, ok := bs.(lazyLister); ok {
+		if list, ok := ll.lazyList(epoch); ok {
+			return list, nil
+		}
+	}
+	if n > maxSamples {
+		return nil, fmt.Errorf("epoch %d: engine: Dataset.Len is %d, more than the %d samples an epoch's materialized order can hold (only Shuffle and Sequential orders are computed per position)", epoch, n, maxSamples)
+	}
+	batches := bs.Batches(epoch)
 	if err := checkBatches(batches, n); err != nil {
 		return nil, err
 	}
-	return batches, nil
+	return sliceBatches(batches), nil
 }
 
 // newLayout lays out batches of size samples; a batch too large to address
@@ -699,5 +730,5 @@ func (l *loader) Len() int {
 	if err != nil {
 		return 0
 	}
-	return len(batches)
+	return batches.count()
 }

@@ -36,14 +36,52 @@ func (s Sequential) Order(int) []int {
 	return idx
 }
 
+func (s Sequential) lazy(int) (lazyOrder, bool) {
+	mustValidate(s.Validate())
+	return seqOrder(s.N), true
+}
+
+// lazySampler is a Sampler whose order can be computed per position: the
+// loader reads it so and never materializes an epoch (NOTE [feistel]).
+type lazySampler interface {
+	Sampler
+	// lazy returns the epoch's order, the same as Order(epoch), or false
+	// when it has none computed per position. It panics as Order does.
+	lazy(epoch int) (lazyOrder, bool)
+}
+
+// lazyOrder is an epoch's order computed per position.
+type lazyOrder interface {
+	len() int
+	at(i int) int // the index at position i, 0 <= i < len()
+}
+
+// seqOrder is Sequential's order of n samples.
+type seqOrder int
+
+func (o seqOrder) len() int     { return int(o) }
+func (o seqOrder) at(i int) int { return i }
+
+// materialize returns the whole order.
+func materialize(o lazyOrder) []int {
+	out := make([]int, o.len())
+	for i := range out {
+		out[i] = o.at(i)
+	}
+	return out
+}
+
 // Shuffled visits a permutation of 0..N-1 that depends only on Seed and the
-// epoch (math/rand/v2's PCG, seeded with Seed and a hash of the epoch).
+// epoch: a keyed Feistel permutation computed per position, so the loader
+// never materializes it (O(1) memory, the first batch in under a
+// millisecond at any N; see NOTE [feistel]). Order still returns the
+// whole permutation, for callers who ask.
 //
 // NumSamples, when not 0, makes an epoch that many samples long, without
 // replacement, as PyTorch's RandomSampler(num_samples=...): the epoch's
-// permutation, then further permutations from the same generator, the last
-// one cut short (so fewer than N is a prefix of the permutation). 0 means
-// N: one permutation, the same order as without NumSamples.
+// permutation, then further permutations keyed by (Seed, epoch, draw), the
+// last one cut short (so fewer than N is a prefix of the permutation). 0
+// means N: one permutation, the same order as without NumSamples.
 //
 // An invalid Shuffled (see Validate) makes Order panic with Validate's
 // error, which the Loader reports as the epoch's error.
@@ -73,23 +111,42 @@ func validateDraws(name string, n, numSamples int) error {
 // Order returns the epoch's permutation, or NumSamples samples of
 // successive permutations.
 func (s Shuffled) Order(epoch int) []int {
+	o, _ := s.lazy(epoch)
+	return materialize(o)
+}
+
+func (s Shuffled) lazy(epoch int) (lazyOrder, bool) {
 	mustValidate(s.Validate())
-	r := rand.NewPCG(s.Seed, mix(uint64(epoch)^0x5348554646))
-	if s.NumSamples == 0 || s.NumSamples == s.N {
-		return perm(r, make([]int, s.N))
+	o := shuffledOrder{n: s.N, total: s.N, seed: s.Seed, epoch: epoch, first: newFeistel(s.N, shuffleKey(s.Seed, epoch, 0))}
+	if s.NumSamples > 0 {
+		o.total = s.NumSamples
 	}
-	out := make([]int, 0, s.NumSamples)
-	p := make([]int, s.N)
-	for len(out) < s.NumSamples {
-		out = append(out, perm(r, p)[:min(len(p), s.NumSamples-len(out))]...)
+	return o, true
+}
+
+// shuffledOrder is Shuffled's order: total positions, successive
+// permutations of 0..n-1 (draws) keyed by (seed, epoch, draw).
+type shuffledOrder struct {
+	n, total int
+	seed     uint64
+	epoch    int
+	first    feistel // draw 0
+}
+
+func (o shuffledOrder) len() int { return o.total }
+
+func (o shuffledOrder) at(i int) int {
+	if i < o.n {
+		return o.first.at(i)
 	}
-	return out
+	f := newFeistel(o.n, shuffleKey(o.seed, o.epoch, i/o.n))
+	return f.at(i % o.n)
 }
 
 // perm fills p with a permutation of 0..len(p)-1 drawn from src and
 // returns it: the same permutation as rand.New(src).Perm(len(p))
 // (Fisher-Yates from the end, TestPermIsRandPerm), with no swap callback,
-// no allocation and no call through rand.Source.
+// no allocation and no call through rand.Source. RandomSplit uses it.
 func perm(src *rand.PCG, p []int) []int {
 	for i := range p {
 		p[i] = i
@@ -147,15 +204,103 @@ func (b Batched) Validate() error {
 func (b Batched) Batches(epoch int) [][]int {
 	mustValidate(b.Validate())
 	order := b.Sampler.Order(epoch)
-	n := len(order) / b.Size
-	if !b.DropLast && len(order)%b.Size != 0 {
-		n++
-	}
-	out := make([][]int, n)
+	out := make([][]int, b.count(len(order)))
 	for i := range out {
 		out[i] = order[i*b.Size : min((i+1)*b.Size, len(order))]
 	}
 	return out
+}
+
+// count returns the batches of an order of n samples.
+func (b Batched) count(n int) int {
+	if b.DropLast {
+		return n / b.Size
+	}
+	return ceilDiv(n, b.Size)
+}
+
+// ceilDiv returns ⌈n/d⌉ for n >= 0, d > 0, without overflow.
+func ceilDiv(n, d int) int {
+	q := n / d
+	if n%d != 0 {
+		q++
+	}
+	return q
+}
+
+// lazyList returns the epoch's batches computed per batch from the
+// sampler's lazy order, or false when it has none: the loader reads
+// them so, and never materializes the epoch.
+func (b Batched) lazyList(epoch int) (batchList, bool) {
+	mustValidate(b.Validate())
+	if ls, ok := b.Sampler.(lazySampler); ok {
+		if o, ok := ls.lazy(epoch); ok {
+			return lazyBatches{o: o, per: b.Size, n: b.count(o.len())}, true
+		}
+	}
+	return nil, false
+}
+
+// batchList is an epoch's batches on one rank, as the loader reads them.
+type batchList interface {
+	count() int
+	size(k int) int
+	// batch returns batch k's indices. A lazy list computes them into a
+	// new slice, which the delivered Batch keeps.
+	batch(k int) []int
+	samples() int // the sum of the sizes
+}
+
+// sliceBatches is a materialized batchList: a BatchSampler's.
+type sliceBatches [][]int
+
+func (s sliceBatches) count() int        { return len(s) }
+func (s sliceBatches) size(k int) int    { return len(s[k]) }
+func (s sliceBatches) batch(k int) []int { return s[k] }
+func (s sliceBatches) samples() int {
+	n := 0
+	for _, b := range s {
+		n += len(b)
+	}
+	return n
+}
+
+// lazyBatches cuts a lazy order into n batches of size, the last one
+// shorter unless cut off (Batched).
+type lazyBatches struct {
+	o   lazyOrder
+	per int // samples a batch
+	n   int // batches
+}
+
+func (l lazyBatches) count() int     { return l.n }
+func (l lazyBatches) size(k int) int { return min(l.per, l.o.len()-k*l.per) }
+func (l lazyBatches) samples() int   { return min(l.n*l.per, l.o.len()) }
+
+func (l lazyBatches) batch(k int) []int {
+	out := make([]int, l.size(k))
+	for j := range out {
+		out[j] = l.o.at(k*l.per + j)
+	}
+	return out
+}
+
+// pickedBatches is the batches of a list whose numbers are listed, in
+// that order (an out-of-order resume skips the ones delivered).
+type pickedBatches struct {
+	all    batchList
+	picked []int
+}
+
+func (p pickedBatches) count() int        { return len(p.picked) }
+func (p pickedBatches) size(k int) int    { return p.all.size(p.picked[k]) }
+func (p pickedBatches) batch(k int) []int { return p.all.batch(p.picked[k]) }
+func (p pickedBatches) samples() int {
+	n := 0
+	for k := range p.picked {
+		n += p.size(k)
+	}
+	return n
 }
 
 // checkBatches verifies that every batch is non-empty and every index in

@@ -91,6 +91,49 @@ func (d sharded) Order(epoch int) []int {
 	return out
 }
 
+// lazy is Order computed per position, when the sampler's order is.
+func (d sharded) lazy(epoch int) (lazyOrder, bool) {
+	ls, ok := d.s.(lazySampler)
+	if !ok {
+		return nil, false
+	}
+	g, ok := ls.lazy(epoch)
+	if !ok {
+		return nil, false
+	}
+	n, w := g.len(), d.shard.WorldSize
+	o := shardedOrder{g: g, n: n, skip: min(d.skip, n), w: w, rank: d.shard.Rank}
+	o.m = n - o.skip
+	switch {
+	case w == 1 || o.m == 0:
+		o.w, o.rank, o.length = 1, 0, o.m
+	case d.dropLast:
+		o.length = o.m / w
+	default:
+		o.length = ceilDiv(o.m, w)
+	}
+	return o, true
+}
+
+// shardedOrder is sharded's Order computed per position: position i of
+// the rank is position rank+i×w of the global order's rest (past skip),
+// padded with the global order's first positions.
+type shardedOrder struct {
+	g                   lazyOrder
+	n, skip, m, w, rank int // m: the rest's length, n-skip
+	length              int
+}
+
+func (o shardedOrder) len() int { return o.length }
+
+func (o shardedOrder) at(i int) int {
+	pos := o.rank + i*o.w
+	if pos >= o.m { // padding
+		return o.g.at((pos - o.m) % o.n)
+	}
+	return o.g.at(o.skip + pos)
+}
+
 // shardedBatches gives rank r every WorldSize-th batch of a BatchSampler,
 // after cutting the batches to a multiple of the world size; skip drops
 // the first skip batches of the global list (a resumed epoch).

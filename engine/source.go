@@ -41,7 +41,7 @@ type source interface {
 	// itself, for these batches of this rank (already resumed). It is the
 	// last step of starting an epoch and cannot fail. The epochReader
 	// reaches Fill through Slot.reader.
-	begin(cfg Config, sh RankInfo, epoch int, batches [][]int) epochReader
+	begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader
 	// readRetries counts the reads the source retried, for
 	// Stats.ReadRetries.
 	readRetries() int64
@@ -93,13 +93,9 @@ func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, in
 		if w > 1 && cfg.DropUneven {
 			m /= w
 		} else if w > 1 {
-			m = (m + w - 1) / w
+			m = ceilDiv(m, w)
 		}
-		if cfg.DropLast {
-			count = m / b
-		} else {
-			count = (m + b - 1) / b
-		}
+		count = Batched{Size: b, DropLast: cfg.DropLast}.count(m)
 	}
 	return Batched{Sampler: sharded{s, sh, cfg.DropUneven, skip}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, count
 }
@@ -119,12 +115,17 @@ func (mapSource) units(cfg Config, _ RankInfo, epoch, n int) int {
 	case cfg.BatchSampler != nil:
 		return len(cfg.BatchSampler.Batches(epoch))
 	case cfg.Sampler != nil:
+		if ls, ok := cfg.Sampler.(lazySampler); ok {
+			if o, ok := ls.lazy(epoch); ok {
+				return o.len()
+			}
+		}
 		return len(cfg.Sampler.Order(epoch))
 	}
 	return n
 }
 
-func (mapSource) begin(Config, RankInfo, int, [][]int) epochReader { return noReader{} }
+func (mapSource) begin(Config, RankInfo, int, batchList) epochReader { return noReader{} }
 
 func (mapSource) readRetries() int64 { return 0 }
 

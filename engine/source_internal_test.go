@@ -40,7 +40,7 @@ func (d *reversedSource) position(cfg Config, _ RankInfo) (string, int) {
 
 func (d *reversedSource) units(_ Config, _ RankInfo, _, n int) int { return n }
 
-func (d *reversedSource) begin(Config, RankInfo, int, [][]int) epochReader {
+func (d *reversedSource) begin(Config, RankInfo, int, batchList) epochReader {
 	d.begun.Add(1)
 	return reversedReader{d}
 }

@@ -141,7 +141,7 @@ func (l *loader) checkResume(st *State, n int) error {
 		return bad("Epoch", "%v", err)
 	}
 	first := st.Position / l.unit() // the first batch not delivered
-	end := first + len(batches)
+	end := first + batches.count()
 	for i, k := range st.Done {
 		switch {
 		case k <= first || k >= end:
@@ -155,22 +155,31 @@ func (l *loader) checkResume(st *State, n int) error {
 
 // position is where the loader stands: the epoch in progress (or last
 // run), the global units consumed before the epoch's first batch on this
-// run (nonzero after a resume), and the batches delivered since.
+// run (nonzero after a resume), and the batches delivered since. It takes
+// memory for the batches delivered out of order only, not for the epoch.
 type position struct {
-	epoch     int
-	base      int    // global units consumed before this run's first batch
-	offset    int    // batch number of this run's first batch
-	unit      int    // global units a delivered batch consumes: BatchSize×WorldSize, or WorldSize
-	delivered []bool // by batch number from offset
-	prefix    int    // delivered[:prefix] are all true
-	batches   int    // batches in the epoch on this run
-	ran       bool
+	epoch   int
+	base    int          // global units consumed before this run's first batch
+	offset  int          // batch number of this run's first batch
+	unit    int          // global units a delivered batch consumes: BatchSize×WorldSize, or WorldSize
+	prefix  int          // the batches from offset delivered in a row
+	ahead   map[int]bool // the batches delivered after prefix, by number from offset
+	batches int          // batches in the epoch on this run
+	ran     bool
 }
 
 // deliver records batch number k as delivered.
 func (p *position) deliver(k int) {
-	p.delivered[k-p.offset] = true
-	for p.prefix < len(p.delivered) && p.delivered[p.prefix] {
+	if i := k - p.offset; i != p.prefix {
+		if p.ahead == nil {
+			p.ahead = map[int]bool{}
+		}
+		p.ahead[i] = true
+		return
+	}
+	p.prefix++
+	for p.ahead[p.prefix] {
+		delete(p.ahead, p.prefix)
 		p.prefix++
 	}
 }
@@ -190,17 +199,16 @@ func (l *loader) State() State {
 			st.Epoch, st.Position, st.Batches, st.Done = r.Epoch, r.Position, r.Batches, slices.Clone(r.Done)
 		}
 		return st
-	case p.prefix == len(p.delivered):
+	case p.prefix == p.batches:
 		st.Epoch = p.epoch + 1
 		return st
 	}
 	st.Epoch = p.epoch
 	st.Batches = p.offset + p.prefix
 	st.Position = p.base + p.prefix*p.unit
-	for i := p.prefix; i < len(p.delivered); i++ {
-		if p.delivered[i] {
-			st.Done = append(st.Done, p.offset+i)
-		}
+	for i := range p.ahead {
+		st.Done = append(st.Done, p.offset+i)
 	}
+	slices.Sort(st.Done)
 	return st
 }

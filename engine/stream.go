@@ -329,11 +329,11 @@ func (s streamSampler) Order(epoch int) []int {
 // begin starts the reader of an epoch whose batches are given. The reader
 // belongs to the loader's run, so any number of Loaders may read one
 // IterableDataset at once, each its own epochs.
-func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches [][]int) epochReader {
+func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader {
 	reads, _ := d.plan(epoch, cfg.Seed, sh)
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
-	for _, b := range batches {
-		for _, id := range b {
+	for k := range batches.count() {
+		for _, id := range batches.batch(k) {
 			e.demand[id]++
 		}
 	}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lazyOf returns s's order computed per position.
+func lazyOf(t testing.TB, s lazySampler, epoch int) lazyOrder {
+	o, ok := s.lazy(epoch)
+	require.True(t, ok)
+	return o
+}
+
+// Every position of every small N maps to a distinct index below N.
+func TestShuffledIsAPermutationOfEverySmallN(t *testing.T) {
+	seen, stamp := make([]int, 2001), 0
+	for n := range 2001 {
+		for _, seed := range []uint64{0, 0xdeadbeef} {
+			for _, epoch := range []int{0, 1 << 40} {
+				o := lazyOf(t, Shuffled{N: n, Seed: seed}, epoch)
+				require.Equal(t, n, o.len())
+				stamp++
+				for i := range n {
+					v := o.at(i)
+					if v < 0 || v >= n || seen[v] == stamp {
+						t.Fatalf("N %d, seed %d, epoch %d: position %d gives %d, out of range or seen before", n, seed, epoch, i, v)
+					}
+					seen[v] = stamp
+				}
+			}
+		}
+	}
+}
+
+// Large N, sampled: no two positions give the same index, all below N.
+func TestShuffledIsAPermutationOfLargeN(t *testing.T) {
+	for _, n := range []int{1e12 + 7, 1<<61 + 1, 1<<62 - 3, maxLazySamples} {
+		o := lazyOf(t, Shuffled{N: n, Seed: 11}, 5)
+		r := rand.New(rand.NewPCG(1, 2))
+		got := make(map[int]int, 1e5)
+		for k := range 100_000 {
+			i := k // the first positions, then random ones
+			if k >= 1000 {
+				i = r.IntN(n)
+			}
+			if _, dup := got[i]; dup {
+				continue
+			}
+			v := o.at(i)
+			require.True(t, v >= 0 && v < n, "N %d: position %d gives %d", n, i, v)
+			_, dup := got[v]
+			require.False(t, dup, "N %d: index %d twice", n, v)
+			got[v] = i
+		}
+	}
+}
+
+// Over 20000 seeds, each index of N = 10 lands at each position about
+// equally often. The seeds are fixed, so the statistic is too; the bound
+// is far above what a uniform shuffle gives (9 degrees of freedom: mean
+// 9, and 40 has p < 10⁻⁵).
+func TestShuffledIsUniform(t *testing.T) {
+	const n, seeds = 10, 20000
+	var count [n][n]int // [index][position]
+	for seed := range uint64(seeds) {
+		o := lazyOf(t, Shuffled{N: n, Seed: seed}, 0)
+		for i := range n {
+			count[o.at(i)][i]++
+		}
+	}
+	want := float64(seeds) / n
+	worst := 0.0
+	for index := range n {
+		chi2 := 0.0
+		for pos := range n {
+			d := float64(count[index][pos]) - want
+			chi2 += d * d / want
+		}
+		worst = math.Max(worst, chi2)
+		assert.Less(t, chi2, 40.0, "index %d: positions %v", index, count[index])
+	}
+	t.Logf("worst chi-square over the indices: %.1f (9 degrees of freedom)", worst)
+}
+
+// Epochs, seeds and draws give other permutations.
+func TestShuffledKeysDiffer(t *testing.T) {
+	base := Shuffled{N: 1000, Seed: 1}.Order(0)
+	assert.NotEqual(t, base, Shuffled{N: 1000, Seed: 2}.Order(0))
+	assert.NotEqual(t, base, Shuffled{N: 1000, Seed: 1}.Order(1))
+	long := Shuffled{N: 1000, Seed: 1, NumSamples: 2500}.Order(0)
+	assert.Equal(t, base, long[:1000])
+	assert.NotEqual(t, long[:1000], long[1000:2000])
+	assert.ElementsMatch(t, base, long[1000:2000])
+}
+
+// The first position costs O(1) memory at any N: a few small allocations.
+func TestShuffledFirstPositionTakesConstantMemory(t *testing.T) {
+	for _, n := range []int{1e6, 1e8, 1e10, maxLazySamples} {
+		s := Shuffled{N: n, Seed: 3}
+		allocs := testing.AllocsPerRun(100, func() { lazyOf(t, s, 7).at(0) })
+		assert.LessOrEqual(t, allocs, 2.0, "N %d", n)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 100 {
+			lazyOf(t, s, 7).at(0)
+		}
+		runtime.ReadMemStats(&after)
+		assert.Less(t, (after.TotalAlloc-before.TotalAlloc)/100, uint64(1024), "N %d: bytes a first position", n)
+	}
+}
+
+// The lazy orders are the materialized ones: Shuffled (with NumSamples)
+// and the split across ranks, with padding, DropUneven and a resume's
+// skip.
+func TestLazyOrdersAreTheirOrders(t *testing.T) {
+	samplers := []lazySampler{Sequential{N: 0}, Sequential{N: 13}, Shuffled{N: 1}, Shuffled{N: 13, Seed: 4}, Shuffled{N: 7, Seed: 4, NumSamples: 23}, Shuffled{N: 50, Seed: 9, NumSamples: 3}}
+	for _, s := range samplers {
+		for epoch := range 3 {
+			assert.Equal(t, s.Order(epoch), materialize(lazyOf(t, s, epoch)), "%#v", s)
+			for _, w := range []int{1, 2, 3, 5} {
+				for rank := range w {
+					for _, drop := range []bool{false, true} {
+						for _, skip := range []int{0, 1, 4, 100} {
+							d := sharded{s, RankInfo{Rank: rank, WorldSize: w}, drop, skip}
+							want := d.Order(epoch)
+							got, ok := d.lazy(epoch)
+							require.True(t, ok)
+							assert.Equal(t, want, materialize(got), "%#v", d)
+							b := Batched{Sampler: d, Size: 2, DropLast: drop}
+							list, ok := b.lazyList(epoch)
+							require.True(t, ok)
+							batches := b.Batches(epoch)
+							require.Equal(t, len(batches), list.count())
+							n := 0
+							for k, batch := range batches {
+								assert.Equal(t, batch, list.batch(k))
+								assert.Equal(t, len(batch), list.size(k))
+								n += len(batch)
+							}
+							assert.Equal(t, n, list.samples())
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkShuffledPosition is the cost of one position of a shuffled
+// epoch's order, computed on its own (the loader's per-sample cost).
+func BenchmarkShuffledPosition(b *testing.B) {
+	for _, n := range []int{1e6, 1e8, 1e10} {
+		b.Run(fmt.Sprintf("N=%.0e", float64(n)), func(b *testing.B) {
+			o := lazyOf(b, Shuffled{N: n, Seed: 1}, 0)
+			b.ReportAllocs()
+			i, sum := 0, 0
+			for b.Loop() {
+				sum += o.at(i)
+				if i++; i == n {
+					i = 0
+				}
+			}
+			_ = sum
+		})
+	}
+}
