@@ -45,7 +45,11 @@ func (d *reversedSource) begin(Config, RankInfo, int, batchList) epochReader {
 	return reversedReader{d}
 }
 
+var _ source = (*reversedSource)(nil) // a compile error, not a silent mapSource, when the interface grows
+
 func (d *reversedSource) readRetries() int64 { return 7 }
+
+func (d *reversedSource) storageStats() StorageStats { return StorageStats{Requests: 3} }
 
 func (d *reversedSource) Fill(ctx context.Context, s *Slot) error {
 	if r, ok := s.reader.(reversedReader); ok && r.d == d {
@@ -102,6 +106,7 @@ func TestLoaderCallsAnySourceThroughTheInterface(t *testing.T) {
 		assert.Equal(t, int32(1), d.ends.Load())
 		assert.Equal(t, int32(10), d.filled.Load(), "every Fill sees the epoch's reader")
 		assert.Equal(t, int64(7), l.Stats().ReadRetries)
+		assert.Equal(t, StorageStats{Requests: 3}, l.Stats().Storage)
 		assert.Equal(t, 3, l.Len())
 
 		st := l.State()
