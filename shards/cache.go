@@ -89,7 +89,6 @@ func CacheReadAhead(n int) Option {
 	return func(o *options) { o.readAhead, o.readAheadSet = n, true }
 }
 
-
 // cacheWrite writes a downloaded chunk to its temp file; tests swap it to
 // inject faults (a full disk).
 var cacheWrite = func(f *os.File, p []byte) (int, error) { return f.Write(p) }

@@ -60,8 +60,8 @@ type options struct {
 	cacheSet     bool
 	readAhead    int
 	readAheadSet bool
-	maxParquet int64    // see MaxParquetBytes
-	columns    []string // see ParquetColumns
+	maxParquet   int64    // see MaxParquetBytes
+	columns      []string // see ParquetColumns
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
