@@ -61,9 +61,19 @@ func TestListLocalFolder(t *testing.T) {
 		assert.Equal(t, wantData, gotData)
 	}
 
+	// Folders in braces: each listed, in the pattern's order.
+	parent := t.TempDir()
+	for i, sub := range []string{"b", "a"} {
+		require.NoError(t, os.Mkdir(filepath.Join(parent, sub), 0o755))
+		writeShards(t, filepath.Join(parent, sub), 1+i)
+	}
+	src, err := New(parent+"/{b,a}/", testSchema, decodeTest)
+	require.NoError(t, err)
+	assert.Equal(t, []string{parent + "/b/train-0000.tar", parent + "/a/train-0000.tar"}, src.Names())
+
 	empty := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(empty, "notes.txt"), nil, 0o644))
-	_, err := New(empty+"/", testSchema, decodeTest)
+	_, err = New(empty+"/", testSchema, decodeTest)
 	assert.EqualError(t, err, "shards: "+empty+"/: no shards (files ending in .tar or .parquet) in the folder")
 	_, err = New(filepath.Join(empty, "missing")+"/", testSchema, decodeTest)
 	assert.ErrorContains(t, err, "missing/: no such folder")
