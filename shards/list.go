@@ -104,7 +104,8 @@ func (o *Opener) listS3(ctx context.Context, prefix string) ([]string, error) {
 		}
 		for _, obj := range page.Contents {
 			k := aws.ToString(obj.Key)
-			if rest := k[len(key):]; strings.HasPrefix(k, key) && rest != "" && !strings.Contains(rest, "/") && isShardName(rest) {
+			rest, ok := strings.CutPrefix(k, key)
+			if ok && rest != "" && !strings.Contains(rest, "/") && isShardName(rest) {
 				names = append(names, "s3://"+bucket+"/"+k)
 			}
 		}

@@ -197,8 +197,14 @@ func TestS3KillAndRestart(t *testing.T) {
 					if len(got) == 20 { // in the middle of shard 0
 						srv.Kill()
 						if restart {
+							// Down until a read has failed and been retried:
+							// streaming, the read in flight at once; cached,
+							// shard 1's download when the reader opens it.
 							go func() {
-								time.Sleep(300 * time.Millisecond)
+								for deadline := time.Now().Add(10 * time.Second); o.ReadRetries() == 0 && time.Now().Before(deadline); {
+									time.Sleep(5 * time.Millisecond)
+								}
+								time.Sleep(100 * time.Millisecond)
 								restarted <- srv.Restart()
 							}()
 						}
