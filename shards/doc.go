@@ -4,7 +4,8 @@
 // files for language models (Tokens, a map-style engine.Dataset).
 //
 // Conventions: a shard is named by a URL or a local path, and a set of
-// shards by a brace pattern ("train-{0000..0999}.tar", see Expand). Every
+// shards by a brace pattern ("train-{0000..0999}.tar", see Expand) or a
+// folder, a name ending in "/" ("s3://bucket/train/", see List). Every
 // error names the shard, and the member or sample key where there is one.
 // Remote reads never hang: each request and each silence of a response
 // body is bounded by Opener.Timeout, and transient failures (5xx, 429,

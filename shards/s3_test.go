@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,87 +134,116 @@ func TestS3ConfigFiles(t *testing.T) {
 	assert.Equal(t, 4, n)
 }
 
-// TestS3KillAndRestart kills the S3 server in the middle of an epoch.
-// Restarted within the retry budget, the epoch completes with every
-// sample once, byte-identical to the local run; left down, the epoch
-// fails naming the shard, after batches that repeat nothing.
+// TestS3KillAndRestart kills the S3 server (SIGKILL) in the middle of an
+// epoch read by 2 workers, streaming or through the cache (with no
+// read-ahead, so that shard 1's download starts after the kill).
+// Restarted on the same data within the retry budget, the epoch
+// completes with every sample once (the ids are those of the
+// uninterrupted run, in its order), byte-identical to the local run, and
+// the retries show in Stats().ReadRetries; left down, the epoch fails
+// naming the shard after MaxRetries retries, after batches that repeat
+// and skip nothing.
 func TestS3KillAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	// Shards of 7 MB, more than the socket buffers hold: the kill cuts a
-	// response in the middle of shard 0.
+	// response in the middle of shard 0 when streaming.
 	paths, pattern := writeShards(t, dir, 2000, 2000, 2000)
-	srv := s3Bucket(t, "data", paths...)
+	index := writeList(t, paths, []int{2000, 2000, 2000})
+	srv := s3Bucket(t, "data", append(paths, index)...)
 	sc := engine.IterableConfig{ReadAheadBytes: 32 << 10}
 	cfg := engine.Config{BatchSize: 10, Workers: 2, WorldSize: 1, Backend: "cpu"}
 	local, err := New(pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	want, wantData, _, err := loadAll(t, local, sc, cfg, 0)
 	require.NoError(t, err)
+	require.Equal(t, seq(6000), flat(want))
 
-	for _, restart := range []bool{true, false} {
-		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
-			o := &Opener{MaxRetries: 8, Backoff: 50 * time.Millisecond, Timeout: 5 * time.Second}
-			if !restart {
-				o.MaxRetries = 2
-			}
-			defer o.CloseIdleConnections()
-			remote, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""))
-			require.NoError(t, err)
-			d, err := engine.FromIterable(context.Background(), remote, sc)
-			require.NoError(t, err)
-			l, err := engine.New(d, cfg)
-			require.NoError(t, err)
-			defer l.Close()
-			var got [][]int
-			var gotData [][]byte
-			restarted := make(chan error, 1)
-			var epochErr error
-			for b, err := range l.Epoch(context.Background(), 0) {
-				if err != nil {
-					epochErr = err
-					break
+	for _, cached := range []bool{false, true} {
+		for _, restart := range []bool{true, false} {
+			t.Run(fmt.Sprintf("cache=%v/restart=%v", cached, restart), func(t *testing.T) {
+				o := &Opener{MaxRetries: 8, Backoff: 50 * time.Millisecond, Timeout: 5 * time.Second}
+				if !restart {
+					o.MaxRetries = 2
 				}
-				got = append(got, b.Indices())
-				var all []byte
-				for _, f := range testSchema {
-					all = append(all, b.Tensor(f.Name).Bytes()...)
+				defer o.CloseIdleConnections()
+				opts := []Option{UseOpener(o)}
+				if cached {
+					opts = append(opts, Cache(t.TempDir(), 1<<30), CacheReadAhead(0))
 				}
-				gotData = append(gotData, all)
-				if len(got) == 20 { // in the middle of shard 0
-					srv.Kill()
-					if restart {
-						go func() {
-							time.Sleep(300 * time.Millisecond)
-							restarted <- srv.Restart()
-						}()
+				remote, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, opts...)
+				require.NoError(t, err)
+				defer remote.Close()
+				d, err := engine.FromIterable(context.Background(), remote, sc)
+				require.NoError(t, err)
+				l, err := engine.New(d, cfg)
+				require.NoError(t, err)
+				defer l.Close()
+				var got [][]int
+				var gotData [][]byte
+				restarted := make(chan error, 1)
+				var epochErr error
+				start := time.Now()
+				for b, err := range l.Epoch(context.Background(), 0) {
+					if err != nil {
+						epochErr = err
+						break
+					}
+					got = append(got, b.Indices())
+					var all []byte
+					for _, f := range testSchema {
+						all = append(all, b.Tensor(f.Name).Bytes()...)
+					}
+					gotData = append(gotData, all)
+					if len(got) == 20 { // in the middle of shard 0
+						srv.Kill()
+						if restart {
+							// Down until a read has failed and been retried:
+							// streaming, the read in flight at once; cached,
+							// shard 1's download when the reader opens it.
+							go func() {
+								for deadline := time.Now().Add(10 * time.Second); o.ReadRetries() == 0 && time.Now().Before(deadline); {
+									time.Sleep(5 * time.Millisecond)
+								}
+								time.Sleep(100 * time.Millisecond)
+								restarted <- srv.Restart()
+							}()
+						}
 					}
 				}
-			}
-			seen := map[int]bool{}
-			for _, id := range flat(got) {
-				assert.False(t, seen[id], "sample %d delivered twice", id)
-				seen[id] = true
-			}
-			if restart {
-				require.NoError(t, <-restarted)
-				require.NoError(t, epochErr)
-				assert.Equal(t, want, got)
-				assert.Equal(t, wantData, gotData, "byte-identical to the local run")
-				assert.Positive(t, o.ReadRetries(), "reads were retried")
+				elapsed := time.Since(start)
+				seen := map[int]bool{}
+				for _, id := range flat(got) {
+					assert.False(t, seen[id], "sample %d delivered twice", id)
+					seen[id] = true
+				}
+				if restart {
+					require.NoError(t, <-restarted)
+					require.NoError(t, epochErr)
+					ids := flat(got)
+					slices.Sort(ids)
+					assert.Equal(t, seq(6000), ids, "every sample exactly once")
+					assert.Equal(t, want, got)
+					assert.Equal(t, wantData, gotData, "byte-identical to the local run")
+					assert.Positive(t, o.ReadRetries(), "reads were retried")
+					assert.Equal(t, o.ReadRetries(), l.Stats().ReadRetries)
+					t.Logf("retries: %d, epoch %v", o.ReadRetries(), elapsed)
+					return
+				}
+				// The shard being read when the server died: shard 0, unless the
+				// socket buffers (or, cached, the download) held all of it.
+				require.Error(t, epochErr)
+				assert.Regexp(t, `shards: s3://data/train-000[0-2]\.tar: .*giving up at byte \d+`, epochErr.Error())
+				assert.Contains(t, epochErr.Error(), "after 2 retries")
+				assert.Equal(t, want[:len(got)], got, "the batches before the error")
+				assert.EqualValues(t, 2, o.ReadRetries())
 				assert.Equal(t, o.ReadRetries(), l.Stats().ReadRetries)
-				t.Logf("retries: %d", o.ReadRetries())
-				return
-			}
-			// The shard being read when the server died: shard 0, unless the
-			// socket buffers held all of it.
-			require.Error(t, epochErr)
-			assert.Regexp(t, `shards: s3://data/train-000[0-2]\.tar: .*giving up at byte \d+`, epochErr.Error())
-			assert.Contains(t, epochErr.Error(), "after 2 retries")
-			assert.Equal(t, want[:len(got)], got, "the batches before the error")
-			assert.EqualValues(t, 2, o.ReadRetries())
-			t.Logf("error: %v", epochErr)
-			require.NoError(t, srv.Restart())
-		})
+				// 2 retries of at most 100 ms of backoff and refused connections:
+				// the failure comes at once, not after a hang.
+				assert.Less(t, elapsed, 20*time.Second)
+				t.Logf("error after %v: %v", elapsed, epochErr)
+				require.NoError(t, srv.Restart())
+			})
+		}
 	}
 }
 

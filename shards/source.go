@@ -82,10 +82,48 @@ func MaxMemberBytes(n int64) Option { return func(o *options) { o.maxMember = n 
 // New returns the Source of the shards that pattern names (see Expand:
 // "s3://bucket/train-{0000..0999}.tar"), whose samples decode writes
 // into slots of schema.
+//
+// A name that ends in "/" is a folder, which stands for the shards in it
+// (see List): "s3://bucket/train/" lists the prefix (every page, the
+// objects ending in .tar or .parquet, sorted); "https://host/train/" is
+// the shards its shardlist.json names, which then also gives their
+// counts, and an error naming that URL where there is none; "/data/train/"
+// lists the local folder as S3 does. A folder with no shard is an error
+// naming it. Listing uses the Opener (see UseOpener) and happens here,
+// once.
 func New(pattern string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
-	names, err := Expand(pattern)
+	expanded, err := Expand(pattern)
 	if err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	names := expanded[:0:0]
+	var httpIndex []string
+	for _, name := range expanded {
+		if !isFolder(name) {
+			names = append(names, name)
+			continue
+		}
+		if o.opener == nil {
+			o.opener = &Opener{}
+			opts = append([]Option{UseOpener(o.opener)}, opts...)
+		}
+		listed, err := List(context.Background(), o.opener, name)
+		if err != nil {
+			return nil, err
+		}
+		if k, _, _, _ := parse(name); k == viaHTTP {
+			httpIndex = append(httpIndex, name+"shardlist.json")
+		}
+		names = append(names, listed...)
+	}
+	if len(httpIndex) == 1 && len(expanded) == 1 && !o.indexSet {
+		// The list that named the shards gives their counts, wherever
+		// they live.
+		opts = append([]Option{IndexFile(httpIndex[0])}, opts...)
 	}
 	return FromNames(names, schema, decode, opts...)
 }
