@@ -49,9 +49,9 @@ var (
 // $TENSORBATCH_BACKEND, else "auto".
 //
 // Without an ordinal the device is the local rank exported by the launcher
-// that started the process (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
-// MPI_LOCALRANKID, PMI_LOCAL_RANK or SLURM_LOCALID; the innermost launcher
-// wins, see the README), else 0. When that local rank is not below the
+// that started the process (torchrun, Open MPI, MPICH or Intel MPI, Slurm;
+// the innermost wins when they nest: docs/distributed.md lists the
+// variables), else 0. When that local rank is not below the
 // number of devices but exactly one device is visible, as when
 // CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES gives each rank its own
 // GPU, the device is 0. The Reason says where the device came from.
