@@ -3,6 +3,7 @@ package shards
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -278,4 +279,24 @@ func TestPackFirstFit(t *testing.T) {
 			require.Equal(t, want[i], p.Pieces(i), "SeqLen %d, sequence %d", seqLen, i)
 		}
 	}
+}
+
+// A .bin cut short after Megatron opened it: ReadDocument and Pack's
+// Fill return an error naming the file, never crash.
+func TestPackMegatronCut(t *testing.T) {
+	docs := zipfDocs(2, 50, 100)
+	prefix := filepath.Join(t.TempDir(), "corpus")
+	require.NoError(t, WriteMegatron(prefix, collate.Int32, docs))
+	m, err := Megatron(prefix, MegatronConfig{SeqLength: 8})
+	require.NoError(t, err)
+	defer m.Close()
+	p, err := Pack(m, PackConfig{SeqLen: 128})
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(prefix+".bin", 0))
+	err = m.ReadDocument(len(docs)-1, 0, make([]int64, len(docs[len(docs)-1])))
+	assert.ErrorContains(t, err, "corpus.bin")
+	layout, err := collate.NewLayout(p.Schema(), 1)
+	require.NoError(t, err)
+	err = p.Fill(context.Background(), engine.NewSlot(0, 0, p.Len()-1, layout, make([]byte, layout.Size()), 0))
+	assert.ErrorContains(t, err, "shards: Pack: sequence")
 }
