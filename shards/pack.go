@@ -86,19 +86,33 @@ func (d *MegatronDataset) ReadDocument(i, off int, dst []int64) error {
 
 // decodeTokens writes the little-endian tokens src, of type dt, into dst.
 func decodeTokens(dst []int64, src []byte, dt collate.DType) {
-	for i := range dst {
-		switch dt {
-		case collate.Uint8:
+	switch dt {
+	case collate.Uint8:
+		for i := range dst {
 			dst[i] = int64(src[i])
-		case collate.Int8:
+		}
+	case collate.Int8:
+		for i := range dst {
 			dst[i] = int64(int8(src[i]))
-		case collate.Int16:
+		}
+	case collate.Int16:
+		src = src[:2*len(dst)]
+		for i := range dst {
 			dst[i] = int64(int16(binary.LittleEndian.Uint16(src[2*i:])))
-		case collate.Uint16:
+		}
+	case collate.Uint16:
+		src = src[:2*len(dst)]
+		for i := range dst {
 			dst[i] = int64(binary.LittleEndian.Uint16(src[2*i:]))
-		case collate.Int32:
+		}
+	case collate.Int32:
+		src = src[:4*len(dst)]
+		for i := range dst {
 			dst[i] = int64(int32(binary.LittleEndian.Uint32(src[4*i:])))
-		case collate.Int64:
+		}
+	case collate.Int64:
+		src = src[:8*len(dst)]
+		for i := range dst {
 			dst[i] = int64(binary.LittleEndian.Uint64(src[8*i:]))
 		}
 	}
