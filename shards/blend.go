@@ -23,10 +23,10 @@ type BlendConfig struct {
 // BlendedDataset is a map-style engine.Dataset that mixes datasets by
 // weight, as Megatron's BlendedDataset does (Blend).
 type BlendedDataset struct {
-	engine.Dataset       // an engine.Subset of an engine.Concat of the datasets
-	global         []int // global[i]: the blend's sample i in the Concat
-	ends           []int // ends[k]: samples in datasets 0..k
-	weights        []float64
+	sub     engine.Dataset // an engine.Subset of an engine.Concat of the datasets
+	global  []int          // global[i]: the blend's sample i in the Concat
+	ends    []int          // ends[k]: samples in datasets 0..k
+	weights []float64
 }
 
 // Blend returns a dataset of cfg.Size samples that mixes datasets by
@@ -119,7 +119,7 @@ func Blend(cfg BlendConfig, datasets ...engine.Dataset) (*BlendedDataset, error)
 	if err != nil {
 		return nil, fmt.Errorf("shards: Blend: %w", err)
 	}
-	return &BlendedDataset{Dataset: sub, global: global, ends: ends, weights: weights}, nil
+	return &BlendedDataset{sub: sub, global: global, ends: ends, weights: weights}, nil
 }
 
 // Len returns the samples of an epoch: BlendConfig.Size, or the sum of
@@ -127,12 +127,12 @@ func Blend(cfg BlendConfig, datasets ...engine.Dataset) (*BlendedDataset, error)
 func (b *BlendedDataset) Len() int { return len(b.global) }
 
 // Schema returns the datasets' schema.
-func (b *BlendedDataset) Schema() collate.Schema { return b.Dataset.Schema() }
+func (b *BlendedDataset) Schema() collate.Schema { return b.sub.Schema() }
 
 // Fill writes the blend's sample s.Index(): sample Source(s.Index()) of
 // its dataset.
 func (b *BlendedDataset) Fill(ctx context.Context, s *engine.Slot) error {
-	if err := b.Dataset.Fill(ctx, s); err != nil {
+	if err := b.sub.Fill(ctx, s); err != nil {
 		return fmt.Errorf("shards: Blend: %w", err)
 	}
 	return nil

@@ -170,6 +170,25 @@ func TestPackEfficiency(t *testing.T) {
 	}
 }
 
+// Packing efficiency on harder length distributions, for the record.
+func TestPackEfficiencyUniform(t *testing.T) {
+	const seqLen = 2048
+	for _, tc := range []struct {
+		name     string
+		min, max int
+	}{{"uniform 1 to SeqLen", 1, seqLen}, {"uniform SeqLen/2 to SeqLen", seqLen / 2, seqLen}, {"uniform SeqLen/4 to SeqLen/2", seqLen / 4, seqLen / 2}} {
+		r := rand.New(rand.NewPCG(1, 2))
+		docs := make(DocumentSlice, 20000)
+		for d := range docs {
+			docs[d] = make([]int64, tc.min+r.IntN(tc.max-tc.min+1))
+		}
+		p, err := Pack(docs, PackConfig{SeqLen: seqLen})
+		require.NoError(t, err)
+		t.Logf("SeqLen %d, 20000 documents %s: %d sequences, efficiency %.4f", seqLen, tc.name, p.Len(), p.Efficiency())
+		assert.Greater(t, p.Efficiency(), 0.5)
+	}
+}
+
 // Through a loader, the batches are the same bytes for Workers 0 and 3,
 // and the sequences are Fill's.
 func TestPackDeterministic(t *testing.T) {
