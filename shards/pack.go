@@ -199,7 +199,9 @@ type PackedDataset struct {
 //
 // The sequences are in packing order: shuffle them with the loader's
 // Config.Shuffle. The dataset is map-style, so resume and bit-identical
-// batches for any Workers hold as for any dataset.
+// batches for any Workers hold as for any dataset. Fill reads docs: keep
+// it open (Close a MegatronDataset after the loaders that use the packed
+// dataset).
 func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 	if docs == nil {
 		return nil, fmt.Errorf("shards: Pack: documents are nil")
