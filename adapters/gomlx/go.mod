@@ -8,6 +8,7 @@ require (
 	github.com/tensorbatch/tensorbatch v0.1.0
 	github.com/x448/float16 v0.8.4
 	go.uber.org/goleak v1.3.0
+	golang.org/x/image v0.30.0
 	gonum.org/v1/gonum v0.17.0
 )
 
@@ -44,7 +45,6 @@ require (
 	github.com/twpayne/go-geom v1.6.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20250819193227-8b4c13bb791b // indirect
-	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
