@@ -148,17 +148,28 @@ func model(classes int) train.ModelFn {
 	}
 }
 
-// conv3x3 is a 3×3 convolution of stride 2 with "same" padding and a
-// bias, of x [batch, h, w, c] into [batch, h/2, w/2, channels]: the patches
-// gathered (Gather, whose gradient is ScatterSum), then one DotGeneral.
-// simplego v0.26.0 cannot train layers.Convolution (the gradient of
-// ConvGeneral needs Reverse, which it lacks), nor take the gradient of
-// Slice (Pad) or MaxPool (SelectAndScatterMax), so the convolution is
-// spelled so.
+// conv3x3 is a 3×3 convolution of stride 2 and padding 1 (PyTorch's
+// Conv2d(c, channels, 3, stride=2, padding=1)) with a bias, of x [batch,
+// h, w, c] into [batch, (h+1)/2, (w+1)/2, channels]; its weights are
+// variables of ctx. simplego v0.26.0 runs layers.Convolution forward but
+// cannot train it (the gradient of ConvGeneral uses Reverse, which it
+// lacks), nor take the gradient of Slice (Pad) or MaxPool
+// (SelectAndScatterMax), so the convolution is spelled as patchConv.
 func conv3x3(ctx *mlctx.Context, x *graph.Node, channels int) *graph.Node {
+	g, c := x.Graph(), x.Shape().Dimensions[3]
+	kernel := ctx.VariableWithShape("weights", shapes.Make(x.DType(), 3, 3, c, channels)).ValueGraph(g)
+	bias := ctx.VariableWithShape("biases", shapes.Make(x.DType(), channels)).ValueGraph(g)
+	return graph.Add(patchConv(x, kernel), graph.ExpandLeftToRank(bias, 4))
+}
+
+// patchConv is the convolution of conv3x3 without the bias, kernel [3, 3,
+// c, channels]: the 3×3 patches gathered (Gather, whose gradient is
+// ScatterSum), then one Einsum (DotGeneral).
+func patchConv(x, kernel *graph.Node) *graph.Node {
 	g := x.Graph()
 	dims := x.Shape().Dimensions
 	batch, h, w, c := dims[0], dims[1], dims[2], dims[3]
+	channels := kernel.Shape().Dimensions[3]
 	oh, ow := (h+1)/2, (w+1)/2
 	// Rows: the h·w pixels, then a zero row for the padding.
 	rows := graph.Reshape(graph.TransposeAllDims(x, 1, 2, 0, 3), h*w, batch, c)
@@ -168,11 +179,11 @@ func conv3x3(ctx *mlctx.Context, x *graph.Node, channels int) *graph.Node {
 		for j := range ow {
 			for di := -1; di <= 1; di++ {
 				for dj := -1; dj <= 1; dj++ {
-					y, x := 2*i+di, 2*j+dj
-					if y < 0 || y >= h || x < 0 || x >= w {
+					py, px := 2*i+di, 2*j+dj
+					if py < 0 || py >= h || px < 0 || px >= w {
 						idx = append(idx, int32(h*w))
 					} else {
-						idx = append(idx, int32(y*w+x))
+						idx = append(idx, int32(py*w+px))
 					}
 				}
 			}
@@ -180,10 +191,7 @@ func conv3x3(ctx *mlctx.Context, x *graph.Node, channels int) *graph.Node {
 	}
 	indices := graph.Const(g, tensors.FromFlatDataAndDimensions(idx, oh*ow, 9, 1))
 	patches := graph.Gather(rows, indices) // [oh·ow, 9, batch, c]
-	kernel := ctx.VariableWithShape("weights", shapes.Make(x.DType(), 9, c, channels)).ValueGraph(g)
-	bias := ctx.VariableWithShape("biases", shapes.Make(x.DType(), channels)).ValueGraph(g)
-	y := graph.Einsum("pkbc,kcd->bpd", patches, kernel)
-	y = graph.Add(y, graph.ExpandLeftToRank(bias, 3))
+	y := graph.Einsum("pkbc,kcd->bpd", patches, graph.Reshape(kernel, 9, c, channels))
 	return graph.Reshape(y, batch, oh, ow, channels)
 }
 

@@ -3,7 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/gomlx/gomlx/backends/simplego"
+	"github.com/gomlx/gomlx/pkg/core/dtypes"
+	"github.com/gomlx/gomlx/pkg/core/graph"
+	"github.com/gomlx/gomlx/pkg/core/shapes"
+	"github.com/gomlx/gomlx/pkg/core/tensors"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +67,31 @@ func TestRunGeneratesShards(t *testing.T) {
 func TestRunReportsMissingShards(t *testing.T) {
 	err := run(context.Background(), []string{"-shards", t.TempDir() + "/none-{0000..0001}.tar", "-steps", "2"}, &bytes.Buffer{})
 	assert.Error(t, err)
+}
+
+// TestPatchConvIsAConvolution checks patchConv against GoMLX's own
+// convolution (stride 2, padding 1), which simplego runs forward, on odd
+// and even sizes.
+func TestPatchConvIsAConvolution(t *testing.T) {
+	backend, err := simplego.New("ops_sequential")
+	require.NoError(t, err)
+	defer backend.Finalize()
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(dims ...int) *tensors.Tensor {
+		v := make([]float32, shapes.Make(dtypes.Float32, dims...).Size())
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return tensors.FromFlatDataAndDimensions(v, dims...)
+	}
+	x, k := random(2, 7, 6, 3), random(3, 3, 3, 4)
+	got, err := graph.ExecOnce(backend, patchConv, x, k)
+	require.NoError(t, err)
+	want, err := graph.ExecOnce(backend, func(x, k *graph.Node) *graph.Node {
+		return graph.Convolve(x, k).Strides(2).PaddingPerDim([][2]int{{1, 1}, {1, 1}}).Done()
+	}, x, k)
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 4, 3, 4}, got.Shape().Dimensions)
+	require.Equal(t, want.Shape().Dimensions, got.Shape().Dimensions)
+	assert.InDeltaSlice(t, tensors.MustCopyFlatData[float32](want), tensors.MustCopyFlatData[float32](got), 1e-4)
 }
