@@ -60,7 +60,7 @@ func TestImageRows(t *testing.T) {
 // -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS, TB_HIRES_COUNT
 // change the size). The source rows and the high-resolution set (issue
 // 23) follow the ImageNet-like rows; TB_IMAGE_ONLY=sources or hires runs
-// the ImageNet-like per-core and loader rows and then only that part.
+// only that part.
 func TestImageRowsFull(t *testing.T) {
 	if os.Getenv("TB_IMAGE_BENCH") == "" {
 		t.Skip("set TB_IMAGE_BENCH=1")
@@ -84,11 +84,11 @@ func TestImageRowsFull(t *testing.T) {
 	if p == nil {
 		o.peer = "off"
 	}
-	ib := &imageBench{}
+	only := os.Getenv("TB_IMAGE_ONLY")
+	ib := &imageBench{onlyDir: only != ""}
 	require.NoError(t, ib.run(o, p))
 	var out bytes.Buffer
 	require.NoError(t, ib.report(&out, o.out))
-	only := os.Getenv("TB_IMAGE_ONLY")
 	if only != "hires" {
 		var sb sourceBench
 		require.NoError(t, sb.run(o, p, ib))
