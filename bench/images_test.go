@@ -57,14 +57,20 @@ func TestImageRows(t *testing.T) {
 
 // TestImageRowsFull runs only the image rows of make bench, at full size,
 // and prints their tables: TB_IMAGE_BENCH=1 go test -run ImageRowsFull -v
-// -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS change the size).
+// -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS, TB_HIRES_COUNT
+// change the size). The source rows and the high-resolution set (issue
+// 23) follow the ImageNet-like rows; TB_IMAGE_ONLY=sources or hires runs
+// only that part.
 func TestImageRowsFull(t *testing.T) {
 	if os.Getenv("TB_IMAGE_BENCH") == "" {
 		t.Skip("set TB_IMAGE_BENCH=1")
 	}
-	imgOpts = imageOpts{count: 1000, workers: "0,1,2,4", rounds: 3}
+	imgOpts = imageOpts{count: 1000, hiresCount: 200, workers: "0,1,2,4", rounds: 3}
 	if n, err := strconv.Atoi(os.Getenv("TB_IMAGE_COUNT")); err == nil {
 		imgOpts.count = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("TB_HIRES_COUNT")); err == nil {
+		imgOpts.hiresCount = n
 	}
 	if n, err := strconv.Atoi(os.Getenv("TB_IMAGE_ROUNDS")); err == nil {
 		imgOpts.rounds = n
@@ -78,9 +84,64 @@ func TestImageRowsFull(t *testing.T) {
 	if p == nil {
 		o.peer = "off"
 	}
-	ib := &imageBench{}
+	only := os.Getenv("TB_IMAGE_ONLY")
+	ib := &imageBench{onlyDir: only != ""}
 	require.NoError(t, ib.run(o, p))
 	var out bytes.Buffer
 	require.NoError(t, ib.report(&out, o.out))
+	if only != "hires" {
+		var sb sourceBench
+		require.NoError(t, sb.run(o, p, ib))
+		require.NoError(t, sb.report(&out, o.out))
+	}
+	if only != "sources" {
+		hb := &imageBench{hires: true}
+		require.NoError(t, hb.run(o, p))
+		require.NoError(t, hb.report(&out, o.out))
+	}
 	fmt.Println(out.String())
+}
+
+// The rows of issue 23 on a few JPEGs: the folder, tar and Parquet
+// shards (and S3 where versitygw is installed) through one Pipeline,
+// their ratios, the tar loader table, and the high-resolution set's
+// per-core rows. Skipped where the script cannot make the folders.
+func TestSourceAndHiresRows(t *testing.T) {
+	dir := t.TempDir()
+	imgOpts = imageOpts{count: 40, hiresCount: 10, workers: "0,2", rounds: 1}
+	defer func() { imgOpts = imageOpts{} }()
+	o := &options{out: dir, peer: "off", quick: true}
+	ib := &imageBench{}
+	require.NoError(t, ib.run(o, nil))
+	if ib.skipped != "" {
+		t.Skip(ib.skipped)
+	}
+	var sb sourceBench
+	require.NoError(t, sb.run(o, nil, ib))
+	hb := &imageBench{hires: true}
+	require.NoError(t, hb.run(o, nil))
+	var out bytes.Buffer
+	require.NoError(t, ib.report(&out, dir))
+	require.NoError(t, sb.report(&out, dir))
+	require.NoError(t, hb.report(&out, dir))
+	md := out.String()
+	t.Log(md)
+	for _, want := range []string{"## Images from any source (issue 23)", "| ImageFolder (files on local disk) |",
+		"| tar shards, local disk |", "| Parquet shards (Hugging Face layout), local disk |",
+		"| tar shards, local ÷ folder |", "| Parquet shards, local ÷ folder |",
+		"| " + bytesRow + " |", "## Images: high-resolution JPEGs, per core (issue 23)", "| 2 | "} {
+		assert.Contains(t, md, want)
+	}
+	for _, r := range sb.rows {
+		assert.Positive(t, r.ImagesPerS, r.Source)
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "sources.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Ratios []sourceRatio `json:"ratios"`
+	}
+	require.NoError(t, json.Unmarshal(js, &doc))
+	require.GreaterOrEqual(t, len(doc.Ratios), 2)
+	_, err = os.ReadFile(filepath.Join(dir, "hires.json"))
+	require.NoError(t, err)
 }

@@ -129,6 +129,8 @@ func run(o *options, out io.Writer) error {
 	var jobs []job
 	var sb shardBench // bench/shards.go
 	var ib imageBench // bench/images.go
+	hb := imageBench{hires: true}
+	var srcb sourceBench // bench/sources.go
 	add := func(name string, do func() error) { jobs = append(jobs, job{name, do}) }
 	ours := o.peer != "only"
 	steady := 2 // the workers table reports a steady epoch: workers already up
@@ -159,6 +161,12 @@ func run(o *options, out io.Writer) error {
 		}
 	}
 	add("images: real JPEGs, per core and loaders", func() error { return ib.run(o, p) })
+	if !imgOpts.skip && !imgOpts.noSources {
+		add("images from any source: folder, tar and Parquet shards, S3", func() error { return srcb.run(o, p, &ib) })
+	}
+	if !imgOpts.skip {
+		add("images: high-resolution set, per core", func() error { return hb.run(o, p) })
+	}
 	if p != nil {
 		stepMS := float64(o.step) / 1e6
 		for _, w := range o.workers {
@@ -202,6 +210,16 @@ func run(o *options, out io.Writer) error {
 	}
 	if err := ib.report(out, o.out); err != nil {
 		return err
+	}
+	if !imgOpts.skip {
+		if !imgOpts.noSources {
+			if err := srcb.report(out, o.out); err != nil {
+				return err
+			}
+		}
+		if err := hb.report(out, o.out); err != nil {
+			return err
+		}
 	}
 	return res.write(o.out, out)
 }

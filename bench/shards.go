@@ -8,7 +8,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"gonum.org/v1/gonum/stat"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -21,6 +20,8 @@ import (
 	"time"
 	"unsafe"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/shards"
+	"github.com/tensorbatch/tensorbatch/vision"
 )
 
 // shardRow is one measurement of the streaming table.
@@ -89,10 +91,17 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 		decode shards.DecodeFunc
 	}
 	side := z.side
+	// The JPEGs decode through vision, as every image source does: the
+	// eval transform at the image's own size (Resize to side, CenterCrop
+	// side) to uint8 CHW, Fast.
+	pipe, err := vision.NewPipeline(vision.Transform{Size: side, ResizeSize: side, Output: vision.Uint8CHW, Mode: vision.Fast})
+	if err != nil {
+		return err
+	}
+	defer pipe.Close()
 	works := []workload{
-		{fmt.Sprintf("JPEG %d² decode", side), func(id int) []byte { return benchJPEG(id, side) },
-			collate.Schema{{Name: "image", DType: collate.Uint8, Shape: []int{3, side, side}}, {Name: "label", DType: collate.Int64}},
-			decodeJPEG},
+		{fmt.Sprintf("JPEG %d² decode (vision.Pipeline.Record)", side), func(id int) []byte { return benchJPEG(id, side) },
+			pipe.Schema(), pipe.Record("jpg", "cls")},
 		{fmt.Sprintf("raw %d KiB copy", z.raw>>10), func(id int) []byte { return benchRaw(id, z.raw) },
 			collate.Schema{{Name: "image", DType: collate.Uint8, Shape: []int{z.raw}}, {Name: "label", DType: collate.Int64}},
 			decodeRaw},
@@ -308,34 +317,6 @@ func benchRaw(id, n int) []byte {
 		b[i] = byte(id + i*13)
 	}
 	return b
-}
-
-// decodeJPEG decodes the .jpg member into the CHW uint8 image field.
-func decodeJPEG(_ context.Context, rec engine.Record, s *engine.Slot) error {
-	data, err := shards.Field(rec, "jpg")
-	if err != nil {
-		return err
-	}
-	img, err := jpeg.Decode(bytes.NewReader(data))
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w", rec.Shard, rec.Key, err)
-	}
-	dst := s.Tensor("image")
-	side := dst.Shape()[2]
-	out := dst.Bytes()
-	ycc, ok := img.(*image.YCbCr)
-	if !ok || ycc.Rect.Dx() != side || ycc.Rect.Dy() != side {
-		return fmt.Errorf("%s/%s: want a %d² YCbCr JPEG", rec.Shard, rec.Key, side)
-	}
-	plane := side * side
-	for y := range side {
-		for x := range side {
-			r, g, b := color.YCbCrToRGB(ycc.Y[ycc.YOffset(x, y)], ycc.Cb[ycc.COffset(x, y)], ycc.Cr[ycc.COffset(x, y)])
-			i := y*side + x
-			out[i], out[plane+i], out[2*plane+i] = r, g, b
-		}
-	}
-	return label(rec, s)
 }
 
 func decodeRaw(_ context.Context, rec engine.Record, s *engine.Slot) error {
