@@ -320,6 +320,17 @@ func TestParquetDocumentsErrors(t *testing.T) {
 		require.ErrorContains(t, err, p)
 		require.ErrorContains(t, err, "corrupt")
 	})
+	t.Run("bare repeated field", func(t *testing.T) {
+		type row struct {
+			InputIDs []int64 `parquet:"input_ids"`
+		}
+		p := filepath.Join(dir, "repeated.parquet")
+		writeParquet(t, p, []row{{InputIDs: []int64{4, 5}}, {}, {InputIDs: []int64{6}}}, 2)
+		d, err := ParquetDocuments(ctx, p, ParquetDocsConfig{})
+		require.NoError(t, err)
+		requireSameDocs(t, [][]int64{{4, 5}, {}, {6}}, d)
+		require.Equal(t, []int64{6}, d.Document(2))
+	})
 	t.Run("unsigned above int32", func(t *testing.T) {
 		type row struct {
 			InputIDs []uint32 `parquet:"input_ids,list"`
