@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -545,25 +544,6 @@ func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 		}
 	}
 	return nil
-}
-
-// guardMapped runs f, which reads the mapping of file, and returns a
-// fault of those reads as an error (fault) rather than crashing the
-// process, as TokenDataset.guard does.
-func guardMapped(file tokenFile, f func() error) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		if e, ok := r.(interface{ Addr() uintptr }); ok && file.contains(e.Addr()) {
-			err = fault{e.Addr()}
-			return
-		}
-		panic(r)
-	}()
-	return f()
 }
 
 // Close unmaps and closes the .bin. Fills must not run during or after

@@ -183,7 +183,7 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	fail := func(err error) error {
 		return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
 	}
-	err := d.guard(func() error {
+	err := guardMapped(d.file, func() error {
 		for i, index = range b.Indices() {
 			start = int64(index) * int64(d.cfg.Stride)
 			if d.cfg.Random {
@@ -232,19 +232,19 @@ type fault struct{ addr uintptr }
 
 func (f fault) Error() string { return fmt.Sprintf("fault at address %#x", f.addr) }
 
-// guard runs f, which reads the file's mapping, and returns a fault of
-// those reads as an error rather than crashing the process: a mapped
-// file cut short (truncated, or rewritten shorter) faults on the pages
-// past its new end. debug.SetPanicOnFault is per goroutine: guard sets
-// it on the goroutine that reads, for the time of f only.
-func (d *TokenDataset) guard(f func() error) (err error) {
+// guardMapped runs f, which reads the mapping of file, and returns a
+// fault of those reads as an error rather than crashing the process: a
+// mapped file cut short (truncated, or rewritten shorter) faults on the
+// pages past its new end. debug.SetPanicOnFault is per goroutine:
+// guardMapped sets it on the goroutine that reads, for the time of f only.
+func guardMapped(file tokenFile, f func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		r := recover()
 		if r == nil {
 			return
 		}
-		if e, ok := r.(interface{ Addr() uintptr }); ok && d.file.contains(e.Addr()) {
+		if e, ok := r.(interface{ Addr() uintptr }); ok && file.contains(e.Addr()) {
 			err = fault{e.Addr()}
 			return
 		}
@@ -285,7 +285,7 @@ func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
 	if src := d.file.view(off, nbytes); src != nil {
-		err := d.guard(func() error { return d.convert(dst, src, start) })
+		err := guardMapped(d.file, func() error { return d.convert(dst, src, start) })
 		if f, ok := err.(fault); ok {
 			return d.cut(index, start, f)
 		}
