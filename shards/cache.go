@@ -114,12 +114,26 @@ type cache struct {
 	aheadNow  int                  // read-ahead downloads in flight
 
 	hits, misses, readAheads, evictions atomic.Int64
+
+	// whole remembers the shards complete found whole, by key, so that
+	// the opens of later epochs (and their read-ahead checks) find them
+	// with a stat instead of reading and parsing .meta again. A file is
+	// put at a key only by renaming a verified download to it, so one
+	// there with the size remembered is the whole shard.
+	wholeMu sync.Mutex
+	whole   map[string]wholeEntry
+}
+
+// wholeEntry is a shard complete found whole.
+type wholeEntry struct {
+	name string
+	size int64
 }
 
 func newCache(dir string, limit int64, ahead int, o *Opener) *cache {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &cache{dir: dir, limit: limit, ahead: ahead, o: o, ctx: ctx, cancel: cancel,
-		downloads: map[string]*download{}, inUse: map[string]int{}}
+		downloads: map[string]*download{}, inUse: map[string]int{}, whole: map[string]wholeEntry{}}
 }
 
 // close cancels the downloads in flight and waits for them.
@@ -217,8 +231,18 @@ type entryMeta struct {
 }
 
 // complete returns the size of the cached copy of name, if whole: its
-// file and .meta exist and agree.
+// file and .meta exist and agree; or, for a shard found whole before,
+// its file exists with the size it had then.
 func (c *cache) complete(k, name string) (int64, bool) {
+	c.wholeMu.Lock()
+	w, ok := c.whole[k]
+	c.wholeMu.Unlock()
+	if ok && w.name == name {
+		if fi, err := os.Stat(c.path(k)); err == nil && fi.Size() == w.size && fi.Mode().IsRegular() {
+			return w.size, true
+		}
+		c.forget(k)
+	}
 	data, err := os.ReadFile(c.path(k) + ".meta")
 	if err != nil {
 		return 0, false
@@ -231,7 +255,18 @@ func (c *cache) complete(k, name string) (int64, bool) {
 	if err != nil || fi.Size() != m.Size || !fi.Mode().IsRegular() {
 		return 0, false
 	}
+	c.wholeMu.Lock()
+	c.whole[k] = wholeEntry{name, m.Size}
+	c.wholeMu.Unlock()
 	return m.Size, true
+}
+
+// forget drops what complete remembers of key k: before its files are
+// removed or replaced.
+func (c *cache) forget(k string) {
+	c.wholeMu.Lock()
+	delete(c.whole, k)
+	c.wholeMu.Unlock()
 }
 
 // cachedSize returns the size of the cached copy of name, if any, with
@@ -262,6 +297,7 @@ func (c *cache) dropStale(name string, size int64) {
 		return
 	}
 	if got, ok := c.complete(k, name); ok && got != size {
+		c.forget(k)
 		os.Remove(c.path(k) + ".meta")
 		os.Remove(c.path(k))
 		slog.Info("shards: cached shard is stale: its size differs from the shard list's", "shard", name, "cached", got, "listed", size)
@@ -432,6 +468,7 @@ func (c *cache) reserve(size int64) bool {
 		}
 		// A reader or downloader in another process holds the lock.
 		if lk.try(true) {
+			c.forget(e.key)
 			os.Remove(c.path(e.key) + ".meta")
 			if os.Remove(c.path(e.key)) == nil {
 				c.evictions.Add(1)

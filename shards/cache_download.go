@@ -120,6 +120,7 @@ func (d *download) fetch() {
 	d.update(func() { d.total, d.version = r.total, r.version })
 	// What is there under the shard's name is not whole (else there would
 	// be no download) and no one reads it (the lock is this download's).
+	c.forget(d.key)
 	os.Remove(c.path(d.key) + ".meta")
 	os.Remove(c.path(d.key))
 	if r.total < 0 || !c.reserve(r.total) {

@@ -523,3 +523,45 @@ func TestCacheDropsAShardOfAnotherSizeThanListed(t *testing.T) {
 	assert.Equal(t, want, readShard(t, again, urls[1]))
 	assert.Equal(t, 1, shardRequests(f), "shard 1 downloaded again")
 }
+
+// TestCacheShardRemovedBehindTheSourceIsFetchedAgain: the Source
+// remembers the shards it found whole; when their files are removed from
+// outside (another process's eviction, a person invalidating one), its
+// next open downloads the shard again instead of trusting the memory.
+func TestCacheShardRemovedBehindTheSourceIsFetchedAgain(t *testing.T) {
+	f, urls, data := cacheServer(t, 10, 12)
+	dir := t.TempDir()
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	src, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30), CacheReadAhead(0))
+	require.NoError(t, err)
+	defer src.Close()
+	assert.Equal(t, data[0], readShard(t, src, urls[0]))
+	require.NoError(t, src.Close()) // waits for the download
+	shardRequests(f)
+	assert.Equal(t, data[0], readShard(t, src, urls[0]))
+	assert.Zero(t, shardRequests(f), "read from the cache")
+
+	k := key(urls[0])
+	for _, ext := range []string{"", ".meta"} {
+		require.NoError(t, os.Remove(filepath.Join(dir, k+ext)))
+	}
+	assert.Equal(t, data[0], readShard(t, src, urls[0]))
+	assert.Equal(t, 1, shardRequests(f), "removed: read from the server")
+	_, ok := src.cache.cachedSize(urls[0])
+	assert.False(t, ok, "a closed Source streams, caching nothing")
+
+	// A file of another size at the key is not the shard found before.
+	src2, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30), CacheReadAhead(0))
+	require.NoError(t, err)
+	defer src2.Close()
+	assert.Equal(t, data[1], readShard(t, src2, urls[1]))
+	require.NoError(t, src2.Close())
+	size, ok := src2.cache.cachedSize(urls[1])
+	require.True(t, ok)
+	require.EqualValues(t, len(data[1]), size)
+	k = key(urls[1])
+	require.NoError(t, os.WriteFile(filepath.Join(dir, k), data[1][:len(data[1])/2], 0o644))
+	_, ok = src2.cache.cachedSize(urls[1])
+	assert.False(t, ok, "the size differs from the .meta's")
+}
