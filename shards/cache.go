@@ -261,6 +261,17 @@ func (c *cache) complete(k, name string) (int64, bool) {
 	return m.Size, true
 }
 
+// knownWhole reports whether complete found shard name whole before,
+// with no system call: read-ahead, which runs at every open, trusts it.
+// (Were the shard removed since by another process, its next open
+// downloads it.)
+func (c *cache) knownWhole(k, name string) bool {
+	c.wholeMu.Lock()
+	defer c.wholeMu.Unlock()
+	w, ok := c.whole[k]
+	return ok && w.name == name
+}
+
 // forget drops what complete remembers of key k: before its files are
 // removed or replaced.
 func (c *cache) forget(k string) {
@@ -368,7 +379,7 @@ func (c *cache) readAhead(name string) {
 	c.mu.Lock()
 	skip := c.off != nil || c.closed || c.downloads[k] != nil || c.aheadNow >= c.ahead
 	c.mu.Unlock()
-	if skip {
+	if skip || c.knownWhole(k, name) {
 		return
 	}
 	if _, ok := c.complete(k, name); ok {
