@@ -1,0 +1,405 @@
+//go:build unix
+
+package shards
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/s3test"
+	"github.com/tensorbatch/tensorbatch/vision"
+)
+
+// BenchmarkS3Read is issue 24's "S3 reader ÷ a bare SDK loop": the same
+// tar shards on the same versitygw (127.0.0.1), read by s3Concurrency
+// goroutines that take the shards in turn, each side with a client of
+// its own:
+//
+//   - raw: records of 256 KiB. sdk is GetObject and io.Copy to
+//     io.Discard; opener is Opener.Open and io.Copy to io.Discard (the
+//     same work on the same bytes); source reads every record through a
+//     Source (tar parsing, each member's bytes in memory), which is more
+//     work than the sdk loop does.
+//   - jpeg: records of a 256² JPEG and a label, each decoded by
+//     vision.Pipeline into a sample's bytes. sdk is GetObject, archive/tar
+//     and Pipeline.Decode of each .jpg; source is a Source and
+//     Pipeline.Record: the same decode of the same bytes.
+//
+// Each "vs" sub-benchmark runs an sdk pass and a tensorbatch pass per
+// iteration, in alternating order, and reports the median of the
+// per-iteration ratios (tensorbatch's rate ÷ the sdk loop's) as "ratio";
+// the target is ≥ 0.9. "cpu-ratio" is the same for this process's CPU
+// time (the client's; the server's is alike on both sides), which the
+// machine's other load moves less. Skipped without versitygw.
+func BenchmarkS3Read(b *testing.B) {
+	for _, w := range []s3Work{s3Raw, s3JPEG} {
+		b.Run(w.String(), func(b *testing.B) {
+			e := newS3Bench(b, w, s3BenchShards, s3BenchRecords(w))
+			sides := e.sides()
+			for _, s := range sides {
+				b.Run(s.name, func(b *testing.B) {
+					b.SetBytes(e.size)
+					for b.Loop() {
+						require.NoError(b, s.pass())
+					}
+				})
+			}
+			for _, s := range sides[1:] {
+				b.Run(s.name+"-vs-sdk", func(b *testing.B) {
+					b.SetBytes(2 * e.size)
+					var ratios, cpu []float64
+					i := 0
+					for b.Loop() {
+						sdk, ours, err := timePair(sides[0].pass, s.pass, i%2 == 1)
+						require.NoError(b, err)
+						ratios = append(ratios, sdk.wall.Seconds()/ours.wall.Seconds())
+						cpu = append(cpu, sdk.cpu.Seconds()/ours.cpu.Seconds())
+						i++
+					}
+					b.ReportMetric(medianOf(ratios), "ratio")
+					b.ReportMetric(medianOf(cpu), "cpu-ratio")
+				})
+			}
+		})
+	}
+}
+
+// spent is a pass's wall time and the CPU time of this process (user
+// and system: the client's, not the server's) in it.
+type spent struct{ wall, cpu time.Duration }
+
+// timePair times a and b, in that order or, swapped, b first.
+func timePair(a, b func() error, swapped bool) (ta, tb spent, err error) {
+	run := func(f func() error, d *spent) error {
+		c0, t0 := processCPU(), time.Now()
+		err := f()
+		d.wall, d.cpu = time.Since(t0), processCPU()-c0
+		return err
+	}
+	if swapped {
+		if err := run(b, &tb); err != nil {
+			return spent{}, spent{}, err
+		}
+		return ta, tb, run(a, &ta)
+	}
+	if err := run(a, &ta); err != nil {
+		return spent{}, spent{}, err
+	}
+	return ta, tb, run(b, &tb)
+}
+
+// processCPU is the CPU time this process has used (getrusage).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// s3Work is what a record holds and what a pass does with it.
+type s3Work int
+
+const (
+	s3Raw s3Work = iota
+	s3JPEG
+)
+
+func (w s3Work) String() string { return [...]string{"raw", "jpeg"}[w] }
+
+const (
+	s3BenchShards  = 8
+	s3Concurrency  = 2 // this machine's cores; both sides alike
+	s3RawBytes     = 256 << 10
+	s3JPEGSide     = 256
+	s3RawRecords   = 16 // 4 MiB a shard
+	s3JPEGRecords  = 32
+	s3BenchBucket  = "bench"
+	s3BenchTimeout = 5 * time.Minute
+)
+
+func s3BenchRecords(w s3Work) int {
+	if w == s3Raw {
+		return s3RawRecords
+	}
+	return s3JPEGRecords
+}
+
+// s3Bench is a bucket of shards on a versitygw, and what reads them.
+type s3Bench struct {
+	w      s3Work
+	names  []string // s3://bucket/key
+	keys   []string
+	counts []int
+	size   int64 // all the shards' bytes
+	sdk    *s3.Client
+	pipe   *vision.Pipeline
+	src    *Source
+	opener *Opener
+}
+
+func newS3Bench(b *testing.B, w s3Work, shards, records int) *s3Bench {
+	srv := s3test.ForTest(b)
+	srv.Setenv(b)
+	ctx := context.Background()
+	e := &s3Bench{w: w}
+	// The bare loop's client: the SDK's defaults, path-style as for any
+	// custom endpoint, and no response checksums asked for, as the
+	// Opener asks for none (versitygw sends none either way; asking
+	// makes the SDK log that to stderr at every GetObject).
+	cfg, err := config.LoadDefaultConfig(ctx)
+	require.NoError(b, err)
+	e.sdk = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = true
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	_, err = e.sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s3BenchBucket)})
+	require.NoError(b, err)
+	for s := range shards {
+		data := s3BenchShard(w, s, records)
+		key := fmt.Sprintf("shard-%04d.tar", s)
+		_, err := e.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3BenchBucket), Key: aws.String(key), Body: bytes.NewReader(data)})
+		require.NoError(b, err)
+		e.keys = append(e.keys, key)
+		e.names = append(e.names, "s3://"+s3BenchBucket+"/"+key)
+		e.counts = append(e.counts, records)
+		e.size += int64(len(data))
+	}
+	e.opener = &Opener{}
+	b.Cleanup(e.opener.CloseIdleConnections)
+	schema := collate.Schema{{Name: "image", DType: collate.Uint8, Shape: []int{s3RawBytes}}, {Name: "label", DType: collate.Int64}}
+	decode := DecodeFunc(func(_ context.Context, rec engine.Record, s *engine.Slot) error {
+		data, err := Field(rec, "jpg")
+		if err != nil {
+			return err
+		}
+		copy(s.Tensor("image").Bytes(), data)
+		v, err := Int(rec, "cls")
+		collate.As[int64](s.Tensor("label"))[0] = v
+		return err
+	})
+	if w == s3JPEG {
+		e.pipe, err = vision.NewPipeline(vision.Transform{Size: s3JPEGSide, ResizeSize: s3JPEGSide, Output: vision.Uint8CHW, Mode: vision.Fast})
+		require.NoError(b, err)
+		b.Cleanup(func() { e.pipe.Close() })
+		schema, decode = e.pipe.Schema(), e.pipe.Record("jpg", "cls")
+	}
+	e.src, err = FromNames(e.names, schema, decode, UseOpener(e.opener), IndexFile(""))
+	require.NoError(b, err)
+	// The counts are the shards' own; Shards would scan them.
+	require.Equal(b, records, must(b)(e.opener.Count(ctx, e.names[0])))
+	return e
+}
+
+func must(b *testing.B) func(int, error) int {
+	return func(n int, err error) int {
+		require.NoError(b, err)
+		return n
+	}
+}
+
+// s3BenchShard is shard s: records of a .cls and a .jpg member (a JPEG,
+// or raw bytes).
+func s3BenchShard(w s3Work, s, records int) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range records {
+		id := s*records + i
+		var data []byte
+		if w == s3Raw {
+			data = make([]byte, s3RawBytes)
+			for j := range data {
+				data[j] = byte(id + j*13)
+			}
+		} else {
+			data = s3BenchJPEG(id, s3JPEGSide)
+		}
+		for _, m := range []struct {
+			ext  string
+			data []byte
+		}{{"cls", []byte(strconv.Itoa(id % 1000))}, {"jpg", data}} {
+			tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%08d.%s", id, m.ext), Mode: 0o644, Size: int64(len(m.data))})
+			tw.Write(m.data)
+		}
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// s3BenchJPEG is a photo-like side×side image (gradients and noise) at
+// quality 90, as bench's benchJPEG.
+func s3BenchJPEG(id, side int) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, side, side))
+	x := uint32(id*2654435761 + 1)
+	for py := range side {
+		for px := range side {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			n := uint8(x & 31)
+			img.Set(px, py, color.RGBA{uint8(px*255/side) + n, uint8(py*255/side) + n, uint8((px+py+id)*3) + n, 255})
+		}
+	}
+	var buf bytes.Buffer
+	jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
+	return buf.Bytes()
+}
+
+// s3Side is one way of reading the bucket: a pass reads every shard.
+type s3Side struct {
+	name string
+	pass func() error
+}
+
+func (e *s3Bench) sides() []s3Side {
+	sides := []s3Side{{"sdk", e.sdkPass}}
+	if e.w == s3Raw {
+		sides = append(sides, s3Side{"opener", e.openerPass})
+	}
+	return append(sides, s3Side{"source", e.sourcePass})
+}
+
+// each runs f on shard indices, s3Concurrency at a time.
+func (e *s3Bench) each(f func(ctx context.Context, i int, scratch []byte) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s3BenchTimeout)
+	defer cancel()
+	var next atomic.Int64
+	errs := make([]error, s3Concurrency)
+	var wg sync.WaitGroup
+	for g := range s3Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []byte
+			if e.w == s3JPEG {
+				scratch = make([]byte, e.pipe.Schema()[0].Bytes())
+			}
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(e.names) {
+					return
+				}
+				if err := f(ctx, i, scratch); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sdkPass is the bare SDK loop: GetObject, then io.Copy to io.Discard
+// (raw), or archive/tar and Pipeline.Decode of each .jpg (jpeg).
+func (e *s3Bench) sdkPass() error {
+	return e.each(func(ctx context.Context, i int, scratch []byte) error {
+		out, err := e.sdk.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s3BenchBucket), Key: aws.String(e.keys[i])})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		if e.w == s3Raw {
+			n, err := io.Copy(io.Discard, out.Body)
+			if err == nil && n != aws.ToInt64(out.ContentLength) {
+				err = fmt.Errorf("%s: %d bytes of %d", e.keys[i], n, aws.ToInt64(out.ContentLength))
+			}
+			return err
+		}
+		tr := tar.NewReader(out.Body)
+		var buf bytes.Buffer
+		n := 0
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			buf.Reset()
+			if _, err := buf.ReadFrom(tr); err != nil {
+				return err
+			}
+			if strings.HasSuffix(h.Name, ".jpg") {
+				if err := e.pipe.Decode(buf.Bytes(), nil, scratch); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		if n != e.counts[i] {
+			return fmt.Errorf("%s: %d images of %d", e.keys[i], n, e.counts[i])
+		}
+		return nil
+	})
+}
+
+// openerPass is Opener.Open and io.Copy to io.Discard.
+func (e *s3Bench) openerPass() error {
+	return e.each(func(ctx context.Context, i int, _ []byte) error {
+		rc, err := e.opener.Open(ctx, e.names[i])
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(io.Discard, rc)
+		return err
+	})
+}
+
+// sourcePass reads every record of every shard through the Source and
+// decodes it into a sample.
+func (e *s3Bench) sourcePass() error {
+	layout, err := collate.NewLayout(e.src.Schema(), 1)
+	if err != nil {
+		return err
+	}
+	var epoch atomic.Int64
+	ep := int(epoch.Add(1))
+	return e.each(func(ctx context.Context, i int, _ []byte) error {
+		buf := make([]byte, layout.Size())
+		r, err := e.src.Open(ctx, engine.ShardInfo{Name: e.names[i], Samples: e.counts[i]})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		for k := 0; ; k++ {
+			rec, err := r.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := e.src.Decode(ctx, rec, engine.NewSlot(1, ep, i*e.counts[i]+k, layout, buf, 0)); err != nil {
+				return err
+			}
+		}
+	})
+}
