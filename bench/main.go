@@ -54,7 +54,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.backend, "backend", "", "tensorbatch backend: auto, hip, cuda, cpu (default $TENSORBATCH_BACKEND, else auto)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for CSV, JSON and plots")
 	fs.BoolVar(&o.noPlots, "no-plots", false, "skip the PNG and SVG plots")
-	fs.BoolVar(&o.noShards, "no-shards", false, "skip the streaming-shards and token-window rows")
+	fs.BoolVar(&o.noShards, "no-shards", false, "skip the streaming-shards, token-window, S3-reader and shard-cache rows")
 	fs.BoolVar(&o.noAutotune, "no-autotune", false, "skip the autotune table")
 	registerImageFlags(fs) // bench/images.go
 	fs.StringVar(&o.rng, "rng", "philox", "how tensorbatch draws randn: philox (collate.FillNormal, vectorised) or math (math/rand/v2 NormFloat64)")
@@ -130,7 +130,8 @@ func run(o *options, out io.Writer) error {
 	var sb shardBench // bench/shards.go
 	var ib imageBench // bench/images.go
 	hb := imageBench{hires: true}
-	var srcb sourceBench // bench/sources.go
+	var srcb sourceBench  // bench/sources.go
+	var s3b s3ReaderBench // bench/s3reader.go
 	add := func(name string, do func() error) { jobs = append(jobs, job{name, do}) }
 	ours := o.peer != "only"
 	steady := 2 // the workers table reports a steady epoch: workers already up
@@ -158,6 +159,7 @@ func run(o *options, out io.Writer) error {
 		}
 		if !o.noShards {
 			add("streaming shards and token windows", func() error { return sb.run(o) })
+			add("S3 reader against a bare SDK loop, shard cache against local disk", func() error { return s3b.run(o) })
 		}
 	}
 	add("images: real JPEGs, per core and loaders", func() error { return ib.run(o, p) })
@@ -207,6 +209,11 @@ func run(o *options, out io.Writer) error {
 	res.markdown(out)
 	if err := sb.report(out, o.out); err != nil {
 		return err
+	}
+	if ours && !o.noShards {
+		if err := s3b.report(out, o.out); err != nil {
+			return err
+		}
 	}
 	if err := ib.report(out, o.out); err != nil {
 		return err
