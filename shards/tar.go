@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tensorbatch/tensorbatch/engine"
 )
@@ -55,6 +56,7 @@ type TarReader struct {
 	end       *endTracker
 	tr        *tar.Reader
 	maxMember int64
+	buf       *bufio.Reader // from tarBuffers, returned by Close; nil if none
 
 	next    *member // read ahead: the first member of the next sample
 	last    string  // name of the last member read, for errors
@@ -72,8 +74,17 @@ type member struct {
 // Close closes r. maxMember bounds a member's size (0 means
 // DefaultMaxMemberBytes).
 func NewTarReader(shard string, r io.ReadCloser, maxMember int64) *TarReader {
-	return newTarReader(shard, bufio.NewReaderSize(r, 1<<20), r, maxMember)
+	br := tarBuffers.Get().(*bufio.Reader)
+	br.Reset(r)
+	t := newTarReader(shard, br, r, maxMember)
+	t.buf = br
+	return t
 }
+
+// tarBuffers holds the read buffers of closed TarReaders for the next
+// ones: an epoch opens shard after shard, and a buffer is 1 MiB to
+// allocate, zero and collect each time.
+var tarBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<20) }}
 
 // newTarReader reads tar from r and closes c. When r is an io.Seeker,
 // archive/tar seeks over the member data it is not asked for.
@@ -131,6 +142,9 @@ func (t *TarReader) Next(ctx context.Context) (engine.Record, error) {
 // only, with the checks of Next (and the same errors). Call it on a new
 // TarReader instead of Next.
 func (t *TarReader) Count(ctx context.Context) (int, error) {
+	if t.err != nil { // closed: its buffer may be another's now
+		return 0, t.err
+	}
 	n, key, exts := 0, "", map[string]bool{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -280,7 +294,13 @@ func (t *TarReader) Close() error {
 	if t.err == nil || t.err == io.EOF {
 		t.err = fmt.Errorf("shards: %s: read after Close", t.shard)
 	}
-	return t.rc.Close()
+	err := t.rc.Close()
+	if t.buf != nil { // the records hold copies: nothing refers to it
+		t.buf.Reset(nil)
+		tarBuffers.Put(t.buf)
+		t.buf = nil
+	}
+	return err
 }
 
 // readErr is the error of a read that failed with err: a remote read

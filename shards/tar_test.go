@@ -193,3 +193,31 @@ func TestCountSeeksLocalFiles(t *testing.T) {
 	_, err = o.Count(context.Background(), filepath.Join(dir, "missing.tar"))
 	assert.ErrorContains(t, err, "missing.tar: no such file or directory")
 }
+
+// TestTarReaderBufferReusedAfterClose: a closed TarReader's read buffer
+// serves the next one; the records it returned keep their bytes, and the
+// closed reader reads nothing more.
+func TestTarReaderBufferReusedAfterClose(t *testing.T) {
+	var a, b []tarMember
+	for id := range 4 {
+		a = append(a, sampleMembers(id)...)
+		b = append(b, sampleMembers(100+id)...)
+	}
+	ra := NewTarReader("a.tar", io.NopCloser(bytes.NewReader(tarBytes(t, a...))), 0)
+	first, err := ra.Next(context.Background())
+	require.NoError(t, err)
+	want := bytes.Clone(first.Fields["bin"])
+	require.NoError(t, ra.Close())
+	for range 3 { // the pool may hand out ra's buffer
+		rb := NewTarReader("b.tar", io.NopCloser(bytes.NewReader(tarBytes(t, b...))), 0)
+		n, err := rb.Count(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 4, n)
+		require.NoError(t, rb.Close())
+	}
+	assert.Equal(t, want, first.Fields["bin"], "a record keeps its bytes")
+	_, err = ra.Next(context.Background())
+	assert.ErrorContains(t, err, "a.tar: read after Close")
+	_, err = ra.Count(context.Background())
+	assert.ErrorContains(t, err, "a.tar: read after Close")
+}
