@@ -318,6 +318,7 @@ func (set *s3Set) sdkDecode(c *s3.Client, pipe *vision.Pipeline) func(ctx contex
 		defer out.Body.Close()
 		dst := make([]byte, pipe.Schema()[0].Bytes())
 		tr := tar.NewReader(out.Body)
+		var data bytes.Buffer // reused: a bare loop keeps no record
 		n := 0
 		for {
 			h, err := tr.Next()
@@ -327,12 +328,12 @@ func (set *s3Set) sdkDecode(c *s3.Client, pipe *vision.Pipeline) func(ctx contex
 			if err != nil {
 				return err
 			}
-			data, err := io.ReadAll(tr)
-			if err != nil {
+			data.Reset()
+			if _, err := data.ReadFrom(tr); err != nil {
 				return err
 			}
 			if strings.HasSuffix(h.Name, ".jpg") {
-				if err := pipe.Decode(data, nil, dst); err != nil {
+				if err := pipe.Decode(data.Bytes(), nil, dst); err != nil {
 					return err
 				}
 				n++
