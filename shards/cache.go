@@ -255,10 +255,16 @@ func (c *cache) complete(k, name string) (int64, bool) {
 	if err != nil || fi.Size() != m.Size || !fi.Mode().IsRegular() {
 		return 0, false
 	}
-	c.wholeMu.Lock()
-	c.whole[k] = wholeEntry{name, m.Size}
-	c.wholeMu.Unlock()
+	c.remember(k, name, m.Size)
 	return m.Size, true
+}
+
+// remember notes that the file at key k is shard name whole, of size
+// bytes: complete found it so, or its download was just renamed to it.
+func (c *cache) remember(k, name string, size int64) {
+	c.wholeMu.Lock()
+	c.whole[k] = wholeEntry{name, size}
+	c.wholeMu.Unlock()
 }
 
 // knownWhole reports whether complete found shard name whole before,

@@ -19,7 +19,11 @@ import (
 // (never removed; an flock on it is the shard's state across processes).
 //
 //   - Read: take k.lock shared; if k and k.meta agree, read k, holding the
-//     lock until Close (it keeps evictors out). Set k's mtime (LRU).
+//     lock until Close (it keeps evictors out). Set k's mtime (LRU). A
+//     process remembers the shards it found whole or downloaded: for those
+//     a k of the size it had stands for the agreement (a file reaches k
+//     only by the rename of a checked download), and read-ahead skips them
+//     without looking.
 //   - Download: take k.lock exclusive (non-blocking); check again that k is
 //     not whole; remove what is at k; reserve room (evicting); write
 //     k.part-*; on EOF check size and ETag, fsync, write k.meta (temp and
@@ -222,6 +226,7 @@ func (d *download) commit(f *os.File, version string) error {
 	if err := os.Rename(f.Name(), c.path(d.key)); err != nil {
 		return err
 	}
+	c.remember(d.key, d.name, d.written)
 	d.state, d.tmp = committed, c.path(d.key)
 	close(d.changed)
 	d.changed = make(chan struct{})
