@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +153,16 @@ func benchEpochInterleaved(b *testing.B) {
 	b.ReportMetric(medianOf(lt), "local-ms")
 	b.ReportMetric(medianOf(ct), "cached-ms")
 	b.ReportMetric(medianOf(ratios), "ratio")
+	b.Logf("%d rounds: ratios %s", len(ratios), fmtRatios(ratios))
+}
+
+// fmtRatios formats v to 2 decimals, comma-separated.
+func fmtRatios(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, ", ")
 }
 
 func medianOf(v []float64) float64 {

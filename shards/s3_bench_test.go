@@ -78,6 +78,7 @@ func BenchmarkS3Read(b *testing.B) {
 					}
 					b.ReportMetric(medianOf(ratios), "ratio")
 					b.ReportMetric(medianOf(cpu), "cpu-ratio")
+					b.Logf("%d rounds: ratios %s; cpu ratios %s", len(ratios), fmtRatios(ratios), fmtRatios(cpu))
 				})
 			}
 		})
