@@ -115,16 +115,17 @@ type cache struct {
 
 	hits, misses, readAheads, evictions atomic.Int64
 
-	// whole remembers the shards complete found whole, by key, so that
-	// the opens of later epochs (and their read-ahead checks) find them
-	// with a stat instead of reading and parsing .meta again. A file is
-	// put at a key only by renaming a verified download to it, so one
-	// there with the size remembered is the whole shard.
+	// whole remembers the shards complete found whole and those this
+	// cache downloaded, by key, so that the opens of later epochs find
+	// them with a stat instead of reading and parsing .meta again, and
+	// their read-ahead checks with none. A file is put at a key only by
+	// renaming a verified download to it, so one there with the size
+	// remembered is the whole shard.
 	wholeMu sync.Mutex
 	whole   map[string]wholeEntry
 }
 
-// wholeEntry is a shard complete found whole.
+// wholeEntry is a shard known whole.
 type wholeEntry struct {
 	name string
 	size int64
@@ -267,8 +268,8 @@ func (c *cache) remember(k, name string, size int64) {
 	c.wholeMu.Unlock()
 }
 
-// knownWhole reports whether complete found shard name whole before,
-// with no system call: read-ahead, which runs at every open, trusts it.
+// knownWhole reports whether shard name is known whole, with no
+// system call: read-ahead, which runs at every open, trusts it.
 // (Were the shard removed since by another process, its next open
 // downloads it.)
 func (c *cache) knownWhole(k, name string) bool {
