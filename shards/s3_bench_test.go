@@ -45,8 +45,8 @@ import (
 //     and Pipeline.Decode of each .jpg; source is a Source and
 //     Pipeline.Record: the same decode of the same bytes.
 //
-// Each "vs" sub-benchmark runs an sdk pass and a tensorbatch pass per
-// iteration, in alternating order, and reports the median of the
+// Each "vs" sub-benchmark runs a warm-up pass of each side, then an sdk
+// pass and a tensorbatch pass per iteration, in alternating order, and reports the median of the
 // per-iteration ratios (tensorbatch's rate ÷ the sdk loop's) as "ratio";
 // the target is ≥ 0.9. "cpu-ratio" is the same for this process's CPU
 // time (the client's; the server's is alike on both sides), which the
@@ -67,6 +67,8 @@ func BenchmarkS3Read(b *testing.B) {
 			for _, s := range sides[1:] {
 				b.Run(s.name+"-vs-sdk", func(b *testing.B) {
 					b.SetBytes(2 * e.size)
+					require.NoError(b, sides[0].pass()) // warm-up: connections, caches
+					require.NoError(b, s.pass())
 					var ratios, cpu []float64
 					i := 0
 					for b.Loop() {
