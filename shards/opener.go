@@ -34,24 +34,26 @@ const (
 // Opener opens shards by name: a local path or file:// URL, an http:// or
 // https:// URL, s3://bucket/key, gs://bucket/key (Google Cloud Storage) or
 // az://container/key (Azure Blob Storage; azblob:// too). Remote reads are
-// resumable: a
-// transient failure (a 5xx, 408 or 429 status, a timeout, a refused or
-// dropped connection, a body cut short) is retried with backoff by a
-// range request from the byte where the read stopped, and counted in
-// Retried. A 403, a 404 or a shard that changes while it is read (its
-// ETag or Last-Modified differ between requests) fails at once. The zero
-// Opener is ready to use; it is safe for concurrent use.
+// resumable: a transient failure (a 5xx, 408 or 429 status, a timeout, a
+// refused or dropped connection, a body cut short) is retried with backoff
+// by a range request from the byte where the read stopped, and counted in
+// ReadRetries; so is a page of a listing (see List). A 403, a 404 or a
+// shard that changes while it is read (its ETag or Last-Modified differ
+// between requests) fails at once. The object stores' SDKs do not retry
+// on their own: every request is the Opener's, counted in Requests. The
+// zero Opener is ready to use; it is safe for concurrent use.
 type Opener struct {
-	// HTTPClient does http(s):// requests. Nil means a client whose
-	// transport bounds dialing, the TLS handshake and the wait for response
-	// headers by Timeout.
+	// HTTPClient does http(s):// requests, and those of the S3, GCS and
+	// Azure clients that the Opener makes (GCS's with its credentials
+	// added). Nil means a client whose transport bounds dialing, the TLS
+	// handshake and the wait for response headers by Timeout.
 	HTTPClient *http.Client
 	// S3 reads s3:// URLs. Nil means a client made on first use by
 	// NewS3Client, from the standard AWS configuration.
 	S3 *s3.Client
 	// Azure reads az:// and azblob:// URLs. Nil means a client made on
-	// first use by NewAzureClient, from the environment, whose requests go
-	// through HTTPClient (if set).
+	// first use by NewAzureClient, from the environment. (gs:// URLs need
+	// no client: see the package doc for their credentials.)
 	Azure *azblob.Client
 	// Timeout bounds each remote request until its response headers and
 	// each silence of a response body; 0 means DefaultTimeout.
@@ -90,7 +92,7 @@ type Opener struct {
 }
 
 // ReadRetries returns the transient failures retried so far, over every
-// shard this Opener has read.
+// shard this Opener has read and folder it has listed.
 func (o *Opener) ReadRetries() int64 { return o.retried.Load() }
 
 func (o *Opener) timeout() time.Duration {
@@ -111,7 +113,8 @@ func (o *Opener) maxRetries() int {
 }
 
 // Requests returns the remote requests made so far (each GET, first or
-// resumed), over every shard and file this Opener has read.
+// resumed, and each page of a listing), over every shard and file this
+// Opener has read and folder it has listed.
 func (o *Opener) Requests() int64 { return o.requests.Load() }
 
 // BytesFetched returns the bytes read from remote response bodies so
