@@ -94,7 +94,9 @@ func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error
 	var names []string
 	for token, fails := "", 0; ; {
 		o.requests.Add(1)
-		keys, next, err := s.list(ctx, bucket, key, token)
+		pctx, cancel := context.WithTimeout(ctx, o.timeout()) // a page never hangs
+		keys, next, err := s.list(pctx, bucket, key, token)
+		cancel()
 		if err != nil {
 			if fails < o.maxRetries() && transient(ctx, err) {
 				fails++

@@ -81,10 +81,10 @@ type Opener struct {
 	s3Once   sync.Once
 	s3       *s3.Client
 	s3HTTP   atomic.Pointer[http.Client] // of s3, unless it is httpClient()
-	gcsHTTP  atomic.Pointer[http.Client] // of gcs
 	s3Err    error
 	gcsOnce  sync.Once
 	gcs      *gcsStore
+	gcsHTTP  atomic.Pointer[http.Client] // of gcs, unless it is HTTPClient
 	gcsErr   error
 	azOnce   sync.Once
 	az       *azblob.Client
@@ -304,11 +304,6 @@ func (o *Opener) openRemote(ctx context.Context, name string, off int64, version
 		}
 		f = s.fetcher(a, b)
 	}
-	return o.open(ctx, name, f, off, version, total)
-}
-
-// open returns a reader of name by f from byte off, connected.
-func (o *Opener) open(ctx context.Context, name string, f fetcher, off int64, version string, total int64) (*remoteReader, error) {
 	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, total: total, version: version}
 	// Connect now, so that a missing shard or bad credentials fail Open.
 	if err := r.connect(); err != nil {
