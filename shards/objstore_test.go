@@ -297,3 +297,30 @@ func TestObjectStoresCacheEpochTwoMakesNoRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectStoresConfigErrors: bad URLs, and missing credentials, are
+// errors that say what is wanted, with no request made.
+func TestObjectStoresConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	o := &Opener{}
+	defer o.CloseIdleConnections()
+	_, err := o.Open(ctx, "ftp://x/a.tar")
+	assert.EqualError(t, err, `shards: "ftp://x/a.tar": unknown scheme; want a path, file://, http://, https://, s3://, gs:// or az:// (azblob://)`)
+	_, err = o.Open(ctx, "gs://bucket")
+	assert.EqualError(t, err, `shards: "gs://bucket": want gs://bucket/key`)
+	_, err = o.Open(ctx, "azblob://data/")
+	assert.EqualError(t, err, `shards: "azblob://data/": want azblob://container/key`)
+	_, err = List(ctx, o, "az:///")
+	assert.EqualError(t, err, `shards: "az:///": want az://container/prefix/`)
+
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
+	_, err = o.Open(ctx, "gs://bucket/a.tar")
+	assert.ErrorContains(t, err, "shards: gs://bucket/a.tar: Google Application Default Credentials: ")
+	for _, k := range []string{"AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT"} {
+		t.Setenv(k, "")
+	}
+	_, err = List(ctx, o, "az://data/train/")
+	assert.ErrorContains(t, err, "shards: az://data/train/: no Azure storage account: set AZURE_STORAGE_CONNECTION_STRING")
+	assert.Zero(t, o.Requests())
+}
