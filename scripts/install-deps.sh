@@ -15,10 +15,14 @@
 #   python3-pil           Pillow: the image scripts, the goldens, the image peer
 #   python3-torchvision   torchvision's transforms and ImageFolder, the image peer (skip: TB_NO_TORCH=1)
 #   openmpi-bin           mpirun, which the launcher tests start ranks with (internal/launchtest)
-#   nodejs, npm           node, and npm to install hyparquet (below)
+#   nodejs, npm           node, and npm to install hyparquet and Azurite (below)
 #   hyparquet             a JavaScript Parquet reader, the second reader the shards tests check
 #                         their Parquet files with (npm, into .cache/npm of the repository)
+#   azurite               Azure's Blob Storage emulator, for the shards tests of az:// URLs
+#                         (npm, into .cache/npm of the repository)
 #   versitygw             a real S3 server for the shards tests and bench (go install, into $(go env GOPATH)/bin)
+#   fake-gcs-server       a Google Cloud Storage emulator, for the shards tests of gs:// URLs
+#                         (go install, into $(go env GOPATH)/bin)
 #   gcc-mingw-w64-x86-64, wine64          Windows: cross-build with cgo, run the tests (make test-platforms)
 #   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user
 #                         linux/arm64: cross-build with cgo, run the tests under qemu-aarch64
@@ -40,7 +44,7 @@ enable_non_free() {
 pkgs=(gcc make libc6-dev util-linux libamdhip64-dev dataset-fashion-mnist libcudart11.0 openmpi-bin)
 [ "${TB_NO_TORCH:-0}" = 1 ] || pkgs+=(python3-torch python3-torchvision)
 pkgs+=(libjpeg62-turbo libjpeg62-turbo-dev libturbojpeg0 mate-backgrounds python3-pil) # vision
-pkgs+=(nodejs) # shards: hyparquet
+pkgs+=(nodejs) # shards: hyparquet, Azurite
 pkgs+=(gcc-mingw-w64-x86-64 wine64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 
 missing=()
@@ -63,28 +67,40 @@ if ! command -v npm >/dev/null 2>&1; then
 	echo "install-deps: installed npm"
 fi
 
-# versitygw: the S3 server that internal/s3test starts for the shards tests
-# and bench. The tests look for it on PATH, then in $GOBIN, $GOPATH/bin and
-# ~/go/bin. Installing it compiles it: a minute or two, once.
+# versitygw and fake-gcs-server: the S3 and GCS servers that internal/s3test
+# and internal/objtest start for the shards tests and bench. The tests look
+# for them on PATH, then in $GOBIN, $GOPATH/bin and ~/go/bin. Installing one
+# compiles it: a minute or two, once.
 VERSITYGW_VERSION=v1.8.0
+FAKE_GCS_SERVER_VERSION=v1.56.1
 export PATH="$PATH:/usr/local/go/bin"
 gobin="$(go env GOBIN 2>/dev/null || true)"
 [ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
-if command -v versitygw >/dev/null 2>&1 || [ -x "$gobin/versitygw" ]; then
-	echo "install-deps: versitygw present"
-else
-	go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
-	echo "install-deps: installed versitygw $VERSITYGW_VERSION into $gobin"
-fi
+go_install() { # name, package, version
+	if command -v "$1" >/dev/null 2>&1 || [ -x "$gobin/$1" ]; then
+		echo "install-deps: $1 present"
+	else
+		go install "$2@$3"
+		echo "install-deps: installed $1 $3 into $gobin"
+	fi
+}
+go_install versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
+go_install fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_SERVER_VERSION"
 
 # hyparquet: the JavaScript Parquet reader (no dependencies) that the shards
 # tests read their Parquet files back with, as a second, independent
-# reader. It goes into .cache/npm of the repository, where they look.
+# reader; Azurite: the Azure Blob Storage emulator that internal/objtest
+# starts. They go into .cache/npm of the repository, where the tests look,
+# in one npm install: npm removes what an earlier --no-save install put
+# there and a later one does not name.
 HYPARQUET_VERSION=1.33.0
+AZURITE_VERSION=3.37.0
 npm_prefix="$(cd "$(dirname "$0")/.." && pwd)/.cache/npm"
-if grep -qs "\"version\": \"$HYPARQUET_VERSION\"" "$npm_prefix/node_modules/hyparquet/package.json"; then
-	echo "install-deps: hyparquet present"
+npm_has() { grep -qs "\"version\": \"$2\"" "$npm_prefix/node_modules/$1/package.json"; }
+if npm_has hyparquet "$HYPARQUET_VERSION" && npm_has azurite "$AZURITE_VERSION"; then
+	echo "install-deps: hyparquet and azurite present"
 else
-	npm install --prefix "$npm_prefix" --no-save --no-audit --no-fund --loglevel=error "hyparquet@$HYPARQUET_VERSION" >/dev/null
-	echo "install-deps: installed hyparquet $HYPARQUET_VERSION into $npm_prefix"
+	npm install --prefix "$npm_prefix" --no-save --no-audit --no-fund --loglevel=error \
+		"hyparquet@$HYPARQUET_VERSION" "azurite@$AZURITE_VERSION" >/dev/null
+	echo "install-deps: installed hyparquet $HYPARQUET_VERSION and azurite $AZURITE_VERSION into $npm_prefix"
 fi

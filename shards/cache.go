@@ -22,17 +22,19 @@ import (
 const DefaultCacheReadAhead = 2
 
 // Cache keeps the remote shards a Source reads (http://, https://,
-// s3://) in the folder dir, within limit bytes, so that later epochs and
-// a resumed job (a new process given the same dir) read them from local
-// disk with no request to the server. Local shards are read in place.
+// s3://, gs://, az://) in the folder dir, within limit bytes, so that
+// later epochs and a resumed job (a new process given the same dir) read
+// them from local disk with no request to the server. Local shards are
+// read in place.
 //
 // A shard is written to dir as it downloads, and its readers read the
 // file as it grows: the first record does not wait for the whole shard.
 // The download goes on to the end when its reader stops early (another
 // rank's span, the next epoch). It is written to a temp file and renamed
-// to its name only after its size, and on S3 its ETag (the MD5 of a
-// shard uploaded in one part), match what the server said; a temp file
-// left by a crash is removed the next time a Source opens dir. A cached
+// to its name only after its size, and its MD5 where the store says one
+// (S3's ETag of a shard uploaded in one part, GCS's x-goog-hash, Azure's
+// Content-MD5), match what the server said; a temp file left by a crash
+// is removed the next time a Source opens dir. A cached
 // shard is named by a hash of its URL followed by its base name
 // ("3f2a...-train-0001.tar"); a ".meta" file beside it holds its URL,
 // size and ETag, and a ".lock" file serializes its download.

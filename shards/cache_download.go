@@ -1,16 +1,15 @@
 package shards
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 )
 
@@ -141,8 +140,7 @@ func (d *download) fetch() {
 	}
 	d.update(func() { d.state, d.tmp = writing, f.Name() })
 	var sum hash.Hash
-	etag := strings.Trim(r.version, `"`)
-	if k, _, _, _ := parse(d.name); k == viaS3 && len(etag) == 32 && !strings.Contains(etag, "-") {
+	if r.md5 != nil {
 		sum = md5.New()
 	}
 	buf := make([]byte, 256<<10)
@@ -172,8 +170,8 @@ func (d *download) fetch() {
 	case d.written != r.total:
 		d.drop(f, fmt.Errorf("shards: %s: downloaded %d bytes, the server said %d", d.name, d.written, r.total), false)
 		return
-	case sum != nil && hex.EncodeToString(sum.Sum(nil)) != etag:
-		d.drop(f, fmt.Errorf("shards: %s: downloaded bytes with MD5 %x, the ETag is %s", d.name, sum.Sum(nil), r.version), false)
+	case sum != nil && !bytes.Equal(sum.Sum(nil), r.md5):
+		d.drop(f, fmt.Errorf("shards: %s: downloaded bytes with MD5 %x, the server says %x (ETag %s)", d.name, sum.Sum(nil), r.md5, r.version), false)
 		return
 	}
 	if err := d.commit(f, r.version); err != nil {

@@ -1,7 +1,9 @@
 // Package shards provides streaming sources for the engine: WebDataset tar
-// and Parquet shards read from local files, http(s):// and s3:// URLs (Source, an
-// engine.Iterable for engine.FromIterable), and token windows of flat token
-// files for language models (Tokens, a map-style engine.Dataset).
+// and Parquet shards read from local files, http(s)://, s3:// (S3),
+// gs:// (Google Cloud Storage) and az:// (Azure Blob Storage; azblob://
+// too) URLs (Source, an engine.Iterable for engine.FromIterable), and
+// token windows of flat token files for language models (Tokens, a
+// map-style engine.Dataset).
 //
 // Conventions: a shard is named by a URL or a local path, and a set of
 // shards by a brace pattern ("train-{0000..0999}.tar", see Expand) or a
@@ -10,9 +12,13 @@
 // Remote reads never hang: each request and each silence of a response
 // body is bounded by Opener.Timeout, and transient failures (5xx, 429,
 // timeouts, dropped connections, truncated bodies) are retried with
-// backoff from the byte they stopped at, counted in Opener.Retries.
-// Heavy clients (the AWS SDK for s3://) are imported here only, never by
-// engine, collate or pinned. The Cache option keeps remote shards on
+// backoff from the byte they stopped at, counted in Opener.ReadRetries.
+// Credentials come from each provider's usual chain: the AWS CLI's
+// variables and files (NewS3Client), Google's Application Default
+// Credentials (or STORAGE_EMULATOR_HOST), Azure's
+// AZURE_STORAGE_CONNECTION_STRING or AZURE_STORAGE_ACCOUNT with a key or
+// DefaultAzureCredential (NewAzureClient). Heavy clients (the AWS and
+// Azure SDKs) are imported here only, never by engine, collate or pinned. The Cache option keeps remote shards on
 // local disk within a byte budget, shared by the processes of a node.
 //
 // Untrusted sizes bound nothing until checked against bytes that exist: a
@@ -53,7 +59,7 @@
 // the column; so is a column ParquetColumns names that a shard lacks.
 //
 // A local file is read in place, through its io.ReaderAt; a remote one
-// (http(s)://, s3://) is read whole into memory through the Opener, with
+// (http(s)://, s3://, gs://, az://) is read whole into memory through the Opener, with
 // its retries, up to MaxParquetBytes, as a Parquet file needs random
 // access (reading remote files by range requests is yet to come). Either
 // way the rows are read one row group at a time, and within it one page

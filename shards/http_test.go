@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,8 +39,24 @@ type faultServer struct {
 }
 
 func newFaultServer(t testing.TB) *faultServer {
-	f := &faultServer{dir: t.TempDir(), status: map[string]int{}}
-	files := http.FileServer(http.Dir(f.dir))
+	dir := t.TempDir()
+	return faultHandler(t, dir, http.FileServer(http.Dir(dir)))
+}
+
+// newFaultProxy is a faultServer in front of the HTTP server at addr
+// (host:port), a reverse proxy: the faults hit the objects whose path
+// ends in .tar.
+func newFaultProxy(t testing.TB, addr string) *faultServer {
+	p := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: addr})
+	tr := &http.Transport{}
+	p.Transport = tr
+	t.Cleanup(tr.CloseIdleConnections)
+	return faultHandler(t, "", p)
+}
+
+// faultHandler serves files by h, with the faults injected.
+func faultHandler(t testing.TB, dir string, files http.Handler) *faultServer {
+	f := &faultServer{dir: dir, status: map[string]int{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.log = append(f.log, r.URL.Path+" "+r.Header.Get("Range"))

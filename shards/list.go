@@ -8,14 +8,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// listPageSize is the MaxKeys of each ListObjectsV2 request; 0 leaves it
-// to the server (1000 on S3). Tests set it small to page.
-var listPageSize int32
+// listPageSize is the most keys a page of a bucket's listing asks for
+// (S3's MaxKeys, GCS's maxResults, Azure's maxresults); 0 leaves it to
+// the server (1000 on S3). Tests set it small to page.
+var listPageSize int
 
 // isFolder reports whether name names a folder to list: it ends in "/"
 // (for a local path, in a path separator too).
@@ -36,10 +34,13 @@ func isShardName(name string) bool {
 
 // List returns the shards in the folder prefix, which ends in "/":
 //
-//   - s3://bucket/prefix/: the objects directly under the prefix
-//     (ListObjectsV2 with delimiter "/", every page) whose names end in
-//     ".tar" or ".parquet", sorted by name; others, such as
-//     shardlist.json, and deeper "folders" are skipped.
+//   - s3://bucket/prefix/, gs://bucket/prefix/, az://container/prefix/
+//     (or azblob://): the objects directly under the prefix (listed with
+//     delimiter "/", every page: S3's ListObjectsV2, GCS's objects.list,
+//     Azure's List Blobs) whose names end in ".tar" or ".parquet", sorted
+//     by name; others, such as shardlist.json, and deeper "folders" are
+//     skipped. A page that fails transiently is retried as reads are (see
+//     Opener).
 //   - http(s)://host/path/: the shards that the folder's shard list,
 //     path/shardlist.json (see ShardList), names, in its order; a folder
 //     without one is an error naming the list's URL, as HTTP has no
@@ -58,8 +59,8 @@ func List(ctx context.Context, o *Opener, prefix string) ([]string, error) {
 	}
 	var names []string
 	var err error
-	if strings.HasPrefix(prefix, "s3://") { // parse wants a key; a prefix may be ""
-		names, err = o.listS3(ctx, prefix)
+	if _, _, _, _, _, ok := splitBucket(prefix); ok { // parse wants a key; a prefix may be ""
+		names, err = o.listBucket(ctx, prefix)
 	} else {
 		var k kind
 		var path string
@@ -80,35 +81,45 @@ func List(ctx context.Context, o *Opener, prefix string) ([]string, error) {
 	return names, nil
 }
 
-// listS3 lists s3://bucket/prefix/ page by page.
-func (o *Opener) listS3(ctx context.Context, prefix string) ([]string, error) {
-	bucket, key, _ := strings.Cut(strings.TrimPrefix(prefix, "s3://"), "/")
+// listBucket lists an object store's prefix page by page.
+func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error) {
+	k, scheme, what, bucket, key, _ := splitBucket(prefix)
 	if bucket == "" {
-		return nil, fmt.Errorf("shards: %q: want s3://bucket/prefix/", prefix)
+		return nil, fmt.Errorf("shards: %q: want %s%s/prefix/", prefix, scheme, what)
 	}
-	c, err := o.s3Client(ctx)
+	s, err := o.store(ctx, k)
 	if err != nil {
 		return nil, fmt.Errorf("shards: %s: %w", prefix, err)
 	}
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(key), Delimiter: aws.String("/")}
-	if listPageSize > 0 {
-		in.MaxKeys = aws.Int32(listPageSize)
-	}
 	var names []string
-	p := s3.NewListObjectsV2Paginator(c, in)
-	for p.HasMorePages() {
+	for token, fails := "", 0; ; {
 		o.requests.Add(1)
-		page, err := p.NextPage(ctx)
+		pctx, cancel := context.WithTimeout(ctx, o.timeout()) // a page never hangs
+		keys, next, err := s.list(pctx, bucket, key, token)
+		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("shards: listing %s: %w", prefix, s3Error(err))
+			if fails < o.maxRetries() && transient(ctx, err) {
+				fails++
+				if err = o.wait(ctx, fails); err == nil {
+					continue
+				}
+			}
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			return nil, fmt.Errorf("shards: listing %s: %w", prefix, err)
 		}
-		for _, obj := range page.Contents {
-			k := aws.ToString(obj.Key)
+		fails = 0
+		for _, k := range keys {
 			rest, ok := strings.CutPrefix(k, key)
 			if ok && rest != "" && !strings.Contains(rest, "/") && isShardName(rest) {
-				names = append(names, "s3://"+bucket+"/"+k)
+				names = append(names, scheme+bucket+"/"+k)
 			}
 		}
+		if next == "" {
+			break
+		}
+		token = next
 	}
 	slices.Sort(names)
 	return names, nil

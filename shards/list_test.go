@@ -156,7 +156,7 @@ func TestListS3Prefix(t *testing.T) {
 	put("ds/train-other.tar", tarBytes(t, sampleMembers(0)...)) // shares the prefix's text, not its folder
 	put("ds/empty/notes.txt", []byte("x"))
 
-	for _, pageSize := range []int32{0, 2, 3} {
+	for _, pageSize := range []int{0, 2, 3} {
 		listPageSize = pageSize
 		before := o.Requests()
 		names, err := List(ctx, o, "s3://data/ds/train/")

@@ -2,6 +2,9 @@ package shards
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
@@ -28,21 +32,29 @@ const (
 )
 
 // Opener opens shards by name: a local path or file:// URL, an http:// or
-// https:// URL, or s3://bucket/key. Remote reads are resumable: a
-// transient failure (a 5xx, 408 or 429 status, a timeout, a refused or
-// dropped connection, a body cut short) is retried with backoff by a
-// range request from the byte where the read stopped, and counted in
-// Retried. A 403, a 404 or a shard that changes while it is read (its
-// ETag or Last-Modified differ between requests) fails at once. The zero
-// Opener is ready to use; it is safe for concurrent use.
+// https:// URL, s3://bucket/key, gs://bucket/key (Google Cloud Storage) or
+// az://container/key (Azure Blob Storage; azblob:// too). Remote reads are
+// resumable: a transient failure (a 5xx, 408 or 429 status, a timeout, a
+// refused or dropped connection, a body cut short) is retried with backoff
+// by a range request from the byte where the read stopped, and counted in
+// ReadRetries; so is a page of a listing (see List). A 403, a 404 or a
+// shard that changes while it is read (its ETag or Last-Modified differ
+// between requests) fails at once. The object stores' SDKs do not retry
+// on their own: every request is the Opener's, counted in Requests. The
+// zero Opener is ready to use; it is safe for concurrent use.
 type Opener struct {
-	// HTTPClient does http(s):// requests. Nil means a client whose
-	// transport bounds dialing, the TLS handshake and the wait for response
-	// headers by Timeout.
+	// HTTPClient does http(s):// requests, and those of the S3, GCS and
+	// Azure clients that the Opener makes (GCS's with its credentials
+	// added). Nil means a client whose transport bounds dialing, the TLS
+	// handshake and the wait for response headers by Timeout.
 	HTTPClient *http.Client
 	// S3 reads s3:// URLs. Nil means a client made on first use by
 	// NewS3Client, from the standard AWS configuration.
 	S3 *s3.Client
+	// Azure reads az:// and azblob:// URLs. Nil means a client made on
+	// first use by NewAzureClient, from the environment. (gs:// URLs need
+	// no client: see the package doc for their credentials.)
+	Azure *azblob.Client
 	// Timeout bounds each remote request until its response headers and
 	// each silence of a response body; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -70,10 +82,17 @@ type Opener struct {
 	s3       *s3.Client
 	s3HTTP   atomic.Pointer[http.Client] // of s3, unless it is httpClient()
 	s3Err    error
+	gcsOnce  sync.Once
+	gcs      *gcsStore
+	gcsHTTP  atomic.Pointer[http.Client] // of gcs, unless it is HTTPClient
+	gcsErr   error
+	azOnce   sync.Once
+	az       *azblob.Client
+	azErr    error
 }
 
 // ReadRetries returns the transient failures retried so far, over every
-// shard this Opener has read.
+// shard this Opener has read and folder it has listed.
 func (o *Opener) ReadRetries() int64 { return o.retried.Load() }
 
 func (o *Opener) timeout() time.Duration {
@@ -94,7 +113,8 @@ func (o *Opener) maxRetries() int {
 }
 
 // Requests returns the remote requests made so far (each GET, first or
-// resumed), over every shard and file this Opener has read.
+// resumed, and each page of a listing), over every shard and file this
+// Opener has read and folder it has listed.
 func (o *Opener) Requests() int64 { return o.requests.Load() }
 
 // BytesFetched returns the bytes read from remote response bodies so
@@ -117,6 +137,20 @@ func (o *Opener) backoff(n int) time.Duration {
 		o.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	return d/2 + time.Duration(o.rand.Int64N(int64(d-d/2)+1))
+}
+
+// wait counts retry number n in a row (from 1) and waits its backoff;
+// the error is ctx's cause, if it ends first.
+func (o *Opener) wait(ctx context.Context, n int) error {
+	o.retried.Add(1)
+	t := time.NewTimer(o.backoff(n))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
 }
 
 func (o *Opener) httpClient() *http.Client {
@@ -163,12 +197,15 @@ func (o *Opener) s3Client(ctx context.Context) (*s3.Client, error) {
 	return o.s3, o.s3Err
 }
 
-// CloseIdleConnections closes the idle connections of the Opener's HTTP
-// and S3 clients (but an S3 field's own); for example when a job is done
-// with its shards.
+// CloseIdleConnections closes the idle connections of the Opener's HTTP,
+// S3, GCS and Azure clients (but the S3 and Azure fields' own); for
+// example when a job is done with its shards.
 func (o *Opener) CloseIdleConnections() {
 	o.httpClient().CloseIdleConnections()
 	if c := o.s3HTTP.Load(); c != nil {
+		c.CloseIdleConnections()
+	}
+	if c := o.gcsHTTP.Load(); c != nil {
 		c.CloseIdleConnections()
 	}
 }
@@ -180,20 +217,46 @@ const (
 	local kind = iota
 	viaHTTP
 	viaS3
+	viaGCS
+	viaAzure
 )
 
-// parse splits a shard name into its kind and, for s3://, bucket and key;
-// for a local name, the path.
+// buckets are the object stores' URL schemes.
+var buckets = []struct {
+	scheme string
+	k      kind
+	what   string // what the store calls a bucket
+}{
+	{"s3://", viaS3, "bucket"},
+	{"gs://", viaGCS, "bucket"},
+	{"az://", viaAzure, "container"},
+	{"azblob://", viaAzure, "container"},
+}
+
+// splitBucket splits an object store's URL into its kind, scheme, bucket
+// and key (or prefix, which may be ""); ok is false for another name.
+func splitBucket(name string) (k kind, scheme, what, bucket, key string, ok bool) {
+	for _, b := range buckets {
+		if rest, found := strings.CutPrefix(name, b.scheme); found {
+			bucket, key, _ = strings.Cut(rest, "/")
+			return b.k, b.scheme, b.what, bucket, key, true
+		}
+	}
+	return local, "", "", "", "", false
+}
+
+// parse splits a shard name into its kind and, for an object store,
+// bucket and key; for a local name, the path.
 func parse(name string) (k kind, a, b string, err error) {
+	if k, scheme, what, bucket, key, ok := splitBucket(name); ok {
+		if bucket == "" || key == "" {
+			return 0, "", "", fmt.Errorf("shards: %q: want %s%s/key", name, scheme, what)
+		}
+		return k, bucket, key, nil
+	}
 	switch {
 	case strings.HasPrefix(name, "http://"), strings.HasPrefix(name, "https://"):
 		return viaHTTP, name, "", nil
-	case strings.HasPrefix(name, "s3://"):
-		bucket, key, _ := strings.Cut(strings.TrimPrefix(name, "s3://"), "/")
-		if bucket == "" || key == "" {
-			return 0, "", "", fmt.Errorf("shards: %q: want s3://bucket/key", name)
-		}
-		return viaS3, bucket, key, nil
 	case strings.HasPrefix(name, "file://"):
 		u, err := url.Parse(name)
 		if err != nil {
@@ -201,7 +264,7 @@ func parse(name string) (k kind, a, b string, err error) {
 		}
 		return local, u.Path, "", nil
 	case strings.Contains(name, "://"):
-		return 0, "", "", fmt.Errorf("shards: %q: unknown scheme; want a path, file://, http://, https:// or s3://", name)
+		return 0, "", "", fmt.Errorf("shards: %q: unknown scheme; want a path, file://, http://, https://, s3://, gs:// or az:// (azblob://)", name)
 	}
 	return local, name, "", nil
 }
@@ -233,13 +296,13 @@ func (o *Opener) openRemote(ctx context.Context, name string, off int64, version
 	case local:
 		return nil, fmt.Errorf("shards: %s: not a remote shard", name)
 	case viaHTTP:
-		f = o.httpFetcher(a)
-	case viaS3:
-		c, err := o.s3Client(ctx)
+		f = httpFetcher(o.httpClient(), a)
+	default:
+		s, err := o.store(ctx, k)
 		if err != nil {
 			return nil, fmt.Errorf("shards: %s: %w", name, err)
 		}
-		f = s3Fetcher(c, a, b)
+		f = s.fetcher(a, b)
 	}
 	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, total: total, version: version}
 	// Connect now, so that a missing shard or bad credentials fail Open.
@@ -282,6 +345,59 @@ type fetcher func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, er
 type objectInfo struct {
 	total   int64  // the object's size; -1 when unknown
 	version string // ETag, else Last-Modified; "" when neither came
+	md5     []byte // of the whole object, when the store says it (see md5Of); or nil
+}
+
+// md5Of returns sum when it is an MD5, the whole object's checksum that a
+// store may report (S3's ETag of an object uploaded in one part, GCS's
+// x-goog-hash, Azure's Content-MD5); else nil.
+func md5Of(sum []byte) []byte {
+	if len(sum) != md5.Size {
+		return nil
+	}
+	return sum
+}
+
+// A bucketStore reads one kind of object store by bucket and key.
+type bucketStore interface {
+	// fetcher returns the fetcher of an object.
+	fetcher(bucket, key string) fetcher
+	// list returns a page of the keys right under prefix (delimiter "/")
+	// from token ("" for the first page), and the next page's token, ""
+	// after the last page. Its errors are like a fetcher's.
+	list(ctx context.Context, bucket, prefix, token string) (keys []string, next string, err error)
+}
+
+// store returns the bucketStore of kind k.
+func (o *Opener) store(ctx context.Context, k kind) (bucketStore, error) {
+	switch k {
+	case viaS3:
+		c, err := o.s3Client(ctx)
+		return s3Store{c}, err
+	case viaGCS:
+		return o.gcsStore(ctx)
+	case viaAzure:
+		c, err := o.azureClient()
+		return azureStore{c}, err
+	}
+	return nil, fmt.Errorf("not an object store")
+}
+
+// rangeTotal returns the size of an object from the response to a GET
+// from byte off: its Content-Range (as "bytes first-last/total"), else,
+// from byte 0, the body's length; -1 when unknown.
+func rangeTotal(off int64, contentRange string, length int64) (int64, error) {
+	if contentRange == "" {
+		if off > 0 {
+			return 0, fmt.Errorf("range from byte %d answered with the whole object", off)
+		}
+		return length, nil
+	}
+	var first, last, total int64
+	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &first, &last, &total); err != nil || first != off {
+		return 0, fmt.Errorf("range from byte %d answered with Content-Range %q", off, contentRange)
+	}
+	return total, nil
 }
 
 var (
@@ -300,7 +416,7 @@ type statusError struct {
 func (e *statusError) Unwrap() error { return e.err }
 
 func (e *statusError) Error() string {
-	if e.msg != "" {
+	if e.msg != "" && e.msg != http.StatusText(e.code) {
 		return fmt.Sprintf("HTTP %d %s: %s", e.code, http.StatusText(e.code), e.msg)
 	}
 	return fmt.Sprintf("HTTP %d %s", e.code, http.StatusText(e.code))
@@ -347,6 +463,7 @@ type remoteReader struct {
 	off     int64
 	total   int64  // -1 until a response says
 	version string // of the first response
+	md5     []byte // of the first response
 
 	body   io.ReadCloser
 	cancel context.CancelCauseFunc // of the body's request
@@ -366,13 +483,8 @@ func (r *remoteReader) connect() error {
 				return r.fail(fmt.Errorf("giving up at byte %d after %d retries: %w", r.off, r.fails, r.lastErr))
 			}
 			r.fails++
-			r.o.retried.Add(1)
-			t := time.NewTimer(r.o.backoff(r.fails))
-			select {
-			case <-r.ctx.Done():
-				t.Stop()
-				return r.fail(context.Cause(r.ctx))
-			case <-t.C:
+			if err := r.o.wait(r.ctx, r.fails); err != nil {
+				return r.fail(err)
 			}
 		}
 		ctx, cancel := context.WithCancelCause(r.ctx)
@@ -411,7 +523,7 @@ func (r *remoteReader) connect() error {
 // check compares a response with the first one.
 func (r *remoteReader) check(info objectInfo) error {
 	if r.version == "" && r.total < 0 {
-		r.version, r.total = info.version, info.total
+		r.version, r.total, r.md5 = info.version, info.total, info.md5
 		return nil
 	}
 	if info.version != r.version || (info.total >= 0 && r.total >= 0 && info.total != r.total) {
@@ -509,8 +621,8 @@ func (r *remoteReader) Close() error {
 // errEOF is a fetch's answer to a range that starts at the object's end.
 var errEOF = errors.New("range starts at the end")
 
-// httpFetcher GETs u from a byte offset with a range request.
-func (o *Opener) httpFetcher(u string) fetcher {
+// httpFetcher GETs u from a byte offset with a range request, by c.
+func httpFetcher(c *http.Client, u string) fetcher {
 	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
@@ -521,13 +633,21 @@ func (o *Opener) httpFetcher(u string) fetcher {
 		if off > 0 {
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
 		}
-		resp, err := o.httpClient().Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			return nil, objectInfo{}, err
 		}
 		info := objectInfo{total: -1, version: resp.Header.Get("ETag")}
 		if info.version == "" {
 			info.version = resp.Header.Get("Last-Modified")
+		}
+		// GCS (and servers like it) say the whole object's MD5, as
+		// "x-goog-hash: crc32c=...,md5=...".
+		for _, h := range strings.Split(strings.Join(resp.Header.Values("X-Goog-Hash"), ","), ",") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(h), "md5="); ok {
+				sum, _ := base64.StdEncoding.DecodeString(v)
+				info.md5 = md5Of(sum)
+			}
 		}
 		switch resp.StatusCode {
 		case http.StatusOK:
@@ -540,13 +660,10 @@ func (o *Opener) httpFetcher(u string) fetcher {
 			}
 			return resp.Body, info, nil
 		case http.StatusPartialContent:
-			var first, last, total int64
-			cr := resp.Header.Get("Content-Range")
-			if _, err := fmt.Sscanf(cr, "bytes %d-%d/%d", &first, &last, &total); err != nil || first != off {
+			if info.total, err = rangeTotal(off, resp.Header.Get("Content-Range"), -1); err != nil {
 				resp.Body.Close()
-				return nil, objectInfo{}, fmt.Errorf("range from byte %d answered with Content-Range %q", off, cr)
+				return nil, objectInfo{}, err
 			}
-			info.total = total
 			return resp.Body, info, nil
 		case http.StatusRequestedRangeNotSatisfiable:
 			resp.Body.Close()
@@ -554,8 +671,20 @@ func (o *Opener) httpFetcher(u string) fetcher {
 				return nil, objectInfo{}, errEOF
 			}
 		}
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, objectInfo{}, &statusError{code: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
+		return nil, objectInfo{}, &statusError{code: resp.StatusCode, msg: errorMessage(msg)}
 	}
+}
+
+// errorMessage returns the message of an error response's body: a JSON
+// API's error.message, else the text, at most 256 bytes of it.
+func errorMessage(body []byte) string {
+	var j struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	if json.Unmarshal(body, &j) == nil && j.Error.Message != "" {
+		return j.Error.Message
+	}
+	return strings.TrimSpace(string(body[:min(len(body), 256)]))
 }

@@ -49,7 +49,7 @@ type ParquetDocs struct {
 // Parquet file that pattern names (a brace pattern, see Expand:
 // "https://host/train-{00000..00009}-of-00010.parquet"), in order, row
 // group by row group: each row is a document, in file order. Files are
-// local paths, file://, http(s):// or s3:// URLs, read through the
+// local paths, file://, http(s)://, s3://, gs:// or az:// URLs, read through the
 // Opener of UseOpener (a zero Opener by default); a remote file is read
 // whole into memory first, up to MaxParquetBytes. Other Options are
 // ignored. A null or empty list is an empty document (Pack leaves it

@@ -2,10 +2,12 @@ package shards
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -41,15 +43,18 @@ func NewS3Client(ctx context.Context, optFns ...func(*s3.Options)) (*s3.Client, 
 	return s3.NewFromConfig(cfg, fns...), nil
 }
 
-// s3Fetcher GETs s3://bucket/key from a byte offset with a range request.
+// s3Store reads s3:// URLs.
+type s3Store struct{ c *s3.Client }
+
+// fetcher GETs s3://bucket/key from a byte offset with a range request.
 // The SDK's own retries are off: the reader retries, and counts.
-func s3Fetcher(c *s3.Client, bucket, key string) fetcher {
+func (s s3Store) fetcher(bucket, key string) fetcher {
 	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
 		in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
 		if off > 0 {
 			in.Range = aws.String(fmt.Sprintf("bytes=%d-", off))
 		}
-		out, err := c.GetObject(ctx, in, func(o *s3.Options) {
+		out, err := s.c.GetObject(ctx, in, func(o *s3.Options) {
 			o.Retryer = aws.NopRetryer{}
 			// A whole-object checksum cannot check a read that resumes by
 			// ranges; the body length is checked instead.
@@ -62,23 +67,44 @@ func s3Fetcher(c *s3.Client, bucket, key string) fetcher {
 			}
 			return nil, objectInfo{}, s3Error(err)
 		}
-		info := objectInfo{total: -1, version: aws.ToString(out.ETag)}
-		switch {
-		case out.ContentRange != nil:
-			var first, last, total int64
-			if _, err := fmt.Sscanf(*out.ContentRange, "bytes %d-%d/%d", &first, &last, &total); err != nil || first != off {
-				out.Body.Close()
-				return nil, objectInfo{}, fmt.Errorf("range from byte %d answered with Content-Range %q", off, *out.ContentRange)
-			}
-			info.total = total
-		case off > 0:
+		info := objectInfo{version: aws.ToString(out.ETag)}
+		length := int64(-1)
+		if out.ContentLength != nil {
+			length = *out.ContentLength
+		}
+		if info.total, err = rangeTotal(off, aws.ToString(out.ContentRange), length); err != nil {
 			out.Body.Close()
-			return nil, objectInfo{}, fmt.Errorf("range from byte %d answered with the whole object", off)
-		case out.ContentLength != nil:
-			info.total = *out.ContentLength
+			return nil, objectInfo{}, err
+		}
+		// The ETag of an object uploaded in one part is its MD5.
+		if etag, err := hex.DecodeString(strings.Trim(info.version, `"`)); err == nil {
+			info.md5 = md5Of(etag)
 		}
 		return out.Body, info, nil
 	}
+}
+
+// list lists a page of s3://bucket/prefix (ListObjectsV2).
+func (s s3Store) list(ctx context.Context, bucket, prefix, token string) ([]string, string, error) {
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix), Delimiter: aws.String("/")}
+	if listPageSize > 0 {
+		in.MaxKeys = aws.Int32(int32(listPageSize))
+	}
+	if token != "" {
+		in.ContinuationToken = aws.String(token)
+	}
+	out, err := s.c.ListObjectsV2(ctx, in, func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
+	if err != nil {
+		return nil, "", s3Error(err)
+	}
+	keys := make([]string, 0, len(out.Contents))
+	for _, obj := range out.Contents {
+		keys = append(keys, aws.ToString(obj.Key))
+	}
+	if !aws.ToBool(out.IsTruncated) {
+		return keys, "", nil
+	}
+	return keys, aws.ToString(out.NextContinuationToken), nil
 }
 
 // s3Error turns an SDK error into a short one that keeps the status: a

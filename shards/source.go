@@ -84,8 +84,8 @@ func MaxMemberBytes(n int64) Option { return func(o *options) { o.maxMember = n 
 // into slots of schema.
 //
 // A name that ends in "/" is a folder, which stands for the shards in it
-// (see List): "s3://bucket/train/" lists the prefix (every page, the
-// objects ending in .tar or .parquet, sorted); "https://host/train/" is
+// (see List): "s3://bucket/train/" (or gs://, az://) lists the prefix
+// (every page, the objects ending in .tar or .parquet, sorted); "https://host/train/" is
 // the shards its shardlist.json names, which then also gives their
 // counts, and an error naming that URL where there is none; "/data/train/"
 // lists the local folder as S3 does. A folder with no shard is an error
