@@ -372,7 +372,8 @@ func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
 
 // FillBatch writes the samples of a whole batch: the same bytes as a Fill
 // of each, without the loader's per-sample work, and where the .bin is
-// mapped with one fault guard and one stat a batch.
+// mapped with one fault guard a batch and no system call (a stat only
+// where a run of tokens ends on zeros: endsInFile).
 func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	o, err := d.Order(b.Epoch())
 	if err != nil {
@@ -392,22 +393,25 @@ func (d *MegatronDataset) fill(dst []byte, o MegatronOrder, indices []int) (int,
 	}
 	row := len(dst) / max(len(indices), 1)
 	var i int
+	inFile := true // every run read from the mapping ended inside the file
 	err := guardMapped(d.bin, func() error {
 		for i = range indices {
-			if err := d.sample(dst[i*row:(i+1)*row], o, indices[i]); err != nil {
+			ok, err := d.sample(dst[i*row:(i+1)*row], o, indices[i])
+			if err != nil {
 				return err
 			}
+			inFile = inFile && ok
 		}
 		return nil
 	})
 	if f, ok := err.(fault); ok {
 		return i, d.cut(o, indices[i], f)
 	}
-	if err != nil || d.all == nil {
+	if err != nil || d.all == nil || inFile {
 		return i, err
 	}
-	// A file cut inside a page reads zeros past its end, with no fault:
-	// one stat a call tells.
+	// A run ended on zeros, which a file cut inside a page also reads
+	// past its end, with no fault: the file's size tells.
 	size, err := d.bin.size()
 	if err == nil && size >= d.binSize {
 		return 0, nil
@@ -447,18 +451,57 @@ func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, o
 	return nil
 }
 
-// sample writes sample o.Shuffle[index] into dst.
-func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) error {
+// sample writes sample o.Shuffle[index] into dst. Where the .bin is
+// mapped, inFile reports whether every run it read certainly ended
+// inside the file (endsInFile); call it under guardMapped.
+func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) (inFile bool, err error) {
+	if d.all == nil {
+		return false, d.read(dst, o, index)
+	}
+	if index < 0 || index >= len(o.Shuffle) {
+		return false, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
+	}
+	// pieces, unrolled: this is the loop of every batch.
+	k := o.Shuffle[index]
+	at, off := o.Samples[2*k], o.Samples[2*k+1]
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	same := d.cfg.Out == d.idx.dtype && littleEndian
+	docs, lengths, pointers, all := o.Documents, d.idx.lengths, d.idx.pointers, d.all
+	inFile = true
+	var to int64
+	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+		if at >= int64(len(docs)) {
+			return false, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+		}
+		seq := docs[at]
+		n := min(int64(lengths[seq])-off, remaining)
+		if n <= 0 {
+			continue
+		}
+		from, end := pointers[seq]+off*es, pointers[seq]+(off+n)*es
+		if same {
+			copy(dst[to:to+n*ow], all[from:end])
+		} else if err := d.convert(dst[to:to+n*ow], all[from:end], off); err != nil {
+			return false, fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+				d.prefix, k, seq, off, off+n, from, end, err)
+		}
+		inFile = inFile && endsInFile(all, end)
+		to += n * ow
+		remaining -= n
+	}
+	return inFile, nil
+}
+
+// read writes sample o.Shuffle[index] into dst, read from the .bin with
+// ReadAt.
+func (d *MegatronDataset) read(dst []byte, o MegatronOrder, index int) error {
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
 	return d.pieces(o, index, func(seq int32, off, n, from, to int64) error {
 		out := dst[to : to+n*ow]
 		var err error
-		switch {
-		case d.all != nil:
-			err = d.convert(out, d.all[from:from+n*es], off)
-		case d.cfg.Out == d.idx.dtype && littleEndian:
+		if d.cfg.Out == d.idx.dtype && littleEndian {
 			err = d.bin.readAt(out, from)
-		default:
+		} else {
 			buf := make([]byte, n*es)
 			if err = d.bin.readAt(buf, from); err == nil {
 				err = d.convert(out, buf, off)

@@ -66,10 +66,13 @@ func (d *MegatronDataset) ReadDocument(i, off int, dst []int64) error {
 	var err error
 	if d.all != nil {
 		err = guardMapped(d.bin, func() error {
+			decodeTokens(dst, d.all[from:from+n], d.idx.dtype)
+			if endsInFile(d.all, from+n) {
+				return nil
+			}
 			if size, err := d.bin.size(); err != nil || size < from+n {
 				return fmt.Errorf("the file is cut short or cannot be read (%v bytes, %d when opened)", size, d.binSize)
 			}
-			decodeTokens(dst, d.all[from:from+n], d.idx.dtype)
 			return nil
 		})
 	} else {
