@@ -313,49 +313,63 @@ func (d *MegatronDataset) build(epoch int) (MegatronOrder, error) {
 	for i := range docs {
 		docs[i] = int32(i)
 	}
-	rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
-	samples, err := buildSampleIndex(d.idx.lengths, docs, d.cfg.SeqLength, d.ntok)
+	shuffle(rng, docs)
+	lengths := make([]int32, len(docs)) // in the epoch's order
+	for i, doc := range docs {
+		lengths[i] = d.idx.lengths[doc]
+	}
+	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
 		return MegatronOrder{}, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
-	shuffle := make([]int64, len(samples)/2-1)
-	for i := range shuffle {
-		shuffle[i] = int64(i)
+	order := make([]int64, len(samples)/2-1)
+	for i := range order {
+		order[i] = int64(i)
 	}
-	rng.Shuffle(len(shuffle), func(i, j int) { shuffle[i], shuffle[j] = shuffle[j], shuffle[i] })
-	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: shuffle}, nil
+	shuffle(rng, order)
+	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}, nil
+}
+
+// shuffle permutes s as rng.Shuffle does, with the same draws (its
+// Fisher-Yates from the end, one Uint64N(i+1) a position): the same
+// permutation, without a call a swap.
+func shuffle[T any](rng *rand.Rand, s []T) {
+	for i := len(s) - 1; i > 0; i-- {
+		j := rng.Uint64N(uint64(i + 1))
+		s[i], s[j] = s[j], s[i]
+	}
 }
 
 // buildSampleIndex is Megatron's build_sample_idx for one epoch, with
-// add_extra_token_to_sequence 1 and drop_last_partial_sequence: the
-// (position in docs, offset) pair where each of the (tokens-1)/seqLen
-// samples starts, then the pair where the last one ends, flat.
-func buildSampleIndex(lengths []int32, docs []int32, seqLen int, tokens int64) ([]int64, error) {
+// add_extra_token_to_sequence 1 and drop_last_partial_sequence: given the
+// lengths of the documents in their epoch's order, the (position in that
+// order, offset) pair where each of the (tokens-1)/seqLen samples
+// starts, then the pair where the last one ends, flat.
+func buildSampleIndex(lengths []int32, seqLen int, tokens int64) ([]int64, error) {
 	n := (tokens - 1) / int64(seqLen)
-	out := make([]int64, 0, 2*(n+1))
-	out = append(out, 0, 0)
-	var at, off int64 // position in docs, offset in that document
+	out := make([]int64, 2*(n+1))
+	var at, off int64 // position in lengths, offset in that document
 	for k := int64(1); k <= n; k++ {
 		remaining := int64(seqLen) + 1
 		for remaining != 0 {
-			length := int64(lengths[docs[at]]) - off
+			length := int64(lengths[at]) - off
 			remaining -= length
 			if remaining <= 0 {
 				off += remaining + length - 1
 				remaining = 0
 				break
 			}
-			if at == int64(len(docs))-1 {
+			if at == int64(len(lengths))-1 {
 				if k != n {
 					return nil, fmt.Errorf("sample %d: the documents end early", k)
 				}
-				off = int64(lengths[docs[at]]) - 1
+				off = int64(lengths[at]) - 1
 				break
 			}
 			at++
 			off = 0
 		}
-		out = append(out, at, off)
+		out[2*k], out[2*k+1] = at, off
 	}
 	return out, nil
 }

@@ -29,6 +29,13 @@ const megatronPython = "/usr/bin/python3"
 // unless $CI is set: then that fails it.
 func megatronPeer(t *testing.T, args ...string) []byte {
 	t.Helper()
+	return megatronScript(t, "megatron_check.py", args...)
+}
+
+// megatronScript runs the numpy script scripts/name with args and
+// returns its output, as megatronPeer.
+func megatronScript(t testing.TB, name string, args ...string) []byte {
+	t.Helper()
 	if out, err := exec.Command(megatronPython, "-c", "import numpy").CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("%s with numpy is needed for the Megatron peer: %v: %s", megatronPython, err, strings.TrimSpace(string(out)))
 		if os.Getenv("CI") != "" {
@@ -36,12 +43,12 @@ func megatronPeer(t *testing.T, args ...string) []byte {
 		}
 		t.Skip(msg)
 	}
-	script := filepath.Join("..", "scripts", "megatron_check.py")
+	script := filepath.Join("..", "scripts", name)
 	cmd := exec.Command(megatronPython, append([]string{script}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err, "megatron_check.py %q: %s", args, stderr.String())
+	require.NoError(t, err, "%s %q: %s", name, args, stderr.String())
 	return out
 }
 
