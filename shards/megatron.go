@@ -102,10 +102,24 @@ type MegatronOrder struct {
 	Shuffle []int64
 }
 
+// megatronEpoch is one epoch's order, and the same again laid out for
+// Fill: the tables that a sample's copy reads, so that it reads its
+// start in dataset order (in turn, as batches come) and its runs from
+// one table by position in the document order, where the order's own
+// indices take four dependent reads at random (Shuffle, Samples,
+// Documents, then the .idx's lengths and pointers), each a cache miss
+// on a large corpus.
 type megatronEpoch struct {
 	once  sync.Once
 	order MegatronOrder
 	err   error
+	// start[i] is where the sample of index i starts: its position in
+	// the document order << 32 | its first token's offset.
+	start []uint64
+	// length[p] and pointer[p] are the tokens and the byte offset in the
+	// .bin of the document at position p of the order.
+	length  []int32
+	pointer []int64
 }
 
 // megatronIndex is the parsed .idx file.
@@ -286,6 +300,12 @@ func (d *MegatronDataset) DType() collate.DType { return d.idx.dtype }
 // Order returns the indices of epoch, built on first use and shared:
 // read them, never write them.
 func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
+	e, err := d.epoch(epoch)
+	return e.order, err
+}
+
+// epoch returns epoch's order and tables, built on first use.
+func (d *MegatronDataset) epoch(epoch int) (*megatronEpoch, error) {
 	d.mu.Lock()
 	e := d.epochs[epoch]
 	if e == nil {
@@ -302,32 +322,38 @@ func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
 		d.epochs[epoch] = e
 	}
 	d.mu.Unlock()
-	e.once.Do(func() { e.order, e.err = d.build(epoch) })
-	return e.order, e.err
+	e.once.Do(func() { e.err = d.build(e, epoch) })
+	return e, e.err
 }
 
-// build makes epoch's indices.
-func (d *MegatronDataset) build(epoch int) (MegatronOrder, error) {
+// build makes epoch's indices and tables, into e.
+func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(epoch)))
 	docs := make([]int32, len(d.idx.lengths))
 	for i := range docs {
 		docs[i] = int32(i)
 	}
 	shuffle(rng, docs)
-	lengths := make([]int32, len(docs)) // in the epoch's order
+	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
 	for i, doc := range docs {
-		lengths[i] = d.idx.lengths[doc]
+		lengths[i], pointers[i] = d.idx.lengths[doc], d.idx.pointers[doc]
 	}
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
-		return MegatronOrder{}, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+		return fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
 	order := make([]int64, len(samples)/2-1)
 	for i := range order {
 		order[i] = int64(i)
 	}
 	shuffle(rng, order)
-	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}, nil
+	start := make([]uint64, len(order))
+	for i, k := range order {
+		start[i] = uint64(samples[2*k])<<32 | uint64(samples[2*k+1])
+	}
+	e.order = MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}
+	e.start, e.length, e.pointer = start, lengths, pointers
+	return nil
 }
 
 // shuffle permutes s as rng.Shuffle does, with the same draws (its
@@ -376,11 +402,11 @@ func buildSampleIndex(lengths []int32, seqLen int, tokens int64) ([]int64, error
 
 // Fill writes sample Shuffle[s.Index()] of s.Epoch() into its slot.
 func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
-	o, err := d.Order(s.Epoch())
+	e, err := d.epoch(s.Epoch())
 	if err != nil {
 		return err
 	}
-	_, err = d.fill(s.TensorAt(0).Bytes(), o, []int{s.Index()})
+	_, err = d.fill(s.TensorAt(0).Bytes(), e, []int{s.Index()})
 	return err
 }
 
@@ -389,28 +415,29 @@ func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
 // mapped with one fault guard a batch and no system call (a stat only
 // where a run of tokens ends on zeros: endsInFile).
 func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
-	o, err := d.Order(b.Epoch())
+	e, err := d.epoch(b.Epoch())
 	if err != nil {
 		return err
 	}
-	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), o, b.Indices()); err != nil {
+	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), e, b.Indices()); err != nil {
 		return &engine.SampleError{Index: b.Indices()[at], Epoch: b.Epoch(), Worker: -1, Err: err}
 	}
 	return nil
 }
 
-// fill writes samples o.Shuffle[indices[i]] into row i of dst; on an
-// error it returns the i it failed at.
-func (d *MegatronDataset) fill(dst []byte, o MegatronOrder, indices []int) (int, error) {
+// fill writes samples o.Shuffle[indices[i]] of epoch e into row i of
+// dst; on an error it returns the i it failed at.
+func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int, error) {
 	if d.closed.Load() {
 		return 0, fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
 	}
+	o := e.order
 	row := len(dst) / max(len(indices), 1)
 	var i int
 	inFile := true // every run read from the mapping ended inside the file
 	err := guardMapped(d.bin, func() error {
 		for i = range indices {
-			ok, err := d.sample(dst[i*row:(i+1)*row], o, indices[i])
+			ok, err := d.sample(dst[i*row:(i+1)*row], e, indices[i])
 			if err != nil {
 				return err
 			}
@@ -465,39 +492,37 @@ func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, o
 	return nil
 }
 
-// sample writes sample o.Shuffle[index] into dst. Where the .bin is
-// mapped, inFile reports whether every run it read certainly ended
-// inside the file (endsInFile); call it under guardMapped.
-func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) (inFile bool, err error) {
+// sample writes sample o.Shuffle[index] of epoch e into dst. Where the
+// .bin is mapped, inFile reports whether every run it read certainly
+// ended inside the file (endsInFile); call it under guardMapped.
+func (d *MegatronDataset) sample(dst []byte, e *megatronEpoch, index int) (inFile bool, err error) {
 	if d.all == nil {
-		return false, d.read(dst, o, index)
+		return false, d.read(dst, e.order, index)
 	}
-	if index < 0 || index >= len(o.Shuffle) {
-		return false, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
+	if index < 0 || index >= len(e.start) {
+		return false, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
 	}
-	// pieces, unrolled: this is the loop of every batch.
-	k := o.Shuffle[index]
-	at, off := o.Samples[2*k], o.Samples[2*k+1]
+	// pieces, from e's tables: this is the loop of every batch.
+	at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
 	same := d.cfg.Out == d.idx.dtype && littleEndian
-	docs, lengths, pointers, all := o.Documents, d.idx.lengths, d.idx.pointers, d.all
+	length, pointer, all := e.length, e.pointer[:len(e.length)], d.all
 	inFile = true
 	var to int64
 	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
-		if at >= int64(len(docs)) {
-			return false, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+		if at >= len(length) {
+			return false, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
 		}
-		seq := docs[at]
-		n := min(int64(lengths[seq])-off, remaining)
+		n := min(int64(length[at])-off, remaining)
 		if n <= 0 {
 			continue
 		}
-		from, end := pointers[seq]+off*es, pointers[seq]+(off+n)*es
+		from, end := pointer[at]+off*es, pointer[at]+(off+n)*es
 		if same {
 			copy(dst[to:to+n*ow], all[from:end])
 		} else if err := d.convert(dst[to:to+n*ow], all[from:end], off); err != nil {
 			return false, fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
-				d.prefix, k, seq, off, off+n, from, end, err)
+				d.prefix, e.order.Shuffle[index], e.order.Documents[at], off, off+n, from, end, err)
 		}
 		inFile = inFile && endsInFile(all, end)
 		to += n * ow
