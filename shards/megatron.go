@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -589,6 +590,21 @@ func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 		copy(dst, src)
 		return nil
 	}
+	if littleEndian && from != collate.Int64 { // widening: a typed loop
+		switch from {
+		case collate.Uint8:
+			widenTo(dst, to, src)
+		case collate.Int8:
+			widenTo(dst, to, unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(src))), len(src)))
+		case collate.Int16:
+			widenTo(dst, to, unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/2))
+		case collate.Uint16:
+			widenTo(dst, to, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/2))
+		case collate.Int32:
+			widenTo(dst, to, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4))
+		}
+		return nil
+	}
 	es := from.Size()
 	for i := range len(src) / es {
 		var v int64
@@ -626,6 +642,17 @@ func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 		}
 	}
 	return nil
+}
+
+// widenTo writes the tokens src into dst as to, collate.Int32 or Int64
+// (a wider type than S, or the same), in native byte order.
+func widenTo[S uint8 | int8 | int16 | uint16 | int32](dst []byte, to collate.DType, src []S) {
+	switch to {
+	case collate.Int64:
+		widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), len(src)), src)
+	case collate.Int32:
+		widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), len(src)), src)
+	}
 }
 
 // Close unmaps and closes the .bin. Fills must not run during or after

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tensorbatch/tensorbatch/collate"
 )
 
 // writeLengths writes lengths as little-endian int32s, for
@@ -160,3 +162,33 @@ func TestShuffleIsRandShuffle(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// convert widens every token type as decodeTokens reads it (the typed
+// loops against Pack's independent decoder), to int64 and int32.
+func TestMegatronConvertWidens(t *testing.T) {
+	src := make([]byte, 8*257)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range src {
+		src[i] = byte(rng.Uint32())
+	}
+	for _, from := range []collate.DType{collate.Uint8, collate.Int8, collate.Int16, collate.Uint16, collate.Int32} {
+		n := 257
+		in := src[:n*from.Size()]
+		want := make([]int64, n)
+		decodeTokens(want, in, from)
+		for _, to := range []collate.DType{collate.Int64, collate.Int32} {
+			d := &MegatronDataset{idx: &megatronIndex{dtype: from}, cfg: MegatronConfig{Out: to}}
+			dst := make([]byte, n*to.Size())
+			require.NoError(t, d.convert(dst, in, 0))
+			for i, v := range want {
+				var got int64
+				if to == collate.Int64 {
+					got = int64(binary.NativeEndian.Uint64(dst[8*i:]))
+				} else {
+					got = int64(int32(binary.NativeEndian.Uint32(dst[4*i:])))
+				}
+				require.Equal(t, v, got, "%v to %v, token %d", from, to, i)
+			}
+		}
+	}
+}

@@ -411,7 +411,7 @@ func convertFrom[S uint16 | uint32](dst, src []byte, to collate.DType, get func(
 	}
 }
 
-func widen[D int32 | int64, S uint16 | uint32](dst []D, src []S) {
+func widen[D int32 | int64, S uint8 | int8 | int16 | uint16 | int32 | uint32](dst []D, src []S) {
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = D(v)
