@@ -54,9 +54,9 @@ type TokenConfig struct {
 // straight from the file's pages into its place in the batch, the only
 // copy. It is safe for concurrent Fills; Close it after the loaders that
 // use it. A window is one memcpy, so one goroutine keeps up with most
-// training steps: Workers 0 or 1 loads it fastest (bench/RESULTS.md:
-// 0.8-0.9x a bare copy loop at Workers 0, 0.6x at Workers 2 on 2 cores,
-// where the workers and the consumer share the CPUs).
+// training steps: Workers 0 loads it fastest (bench/RESULTS.md, on a
+// loaded 2-core VM: 0.6-0.9x a bare copy loop at Workers 0, 0.4-0.5x at
+// Workers 1 and 2, where the workers and the consumer share the CPUs).
 type TokenDataset struct {
 	path   string
 	cfg    TokenConfig
