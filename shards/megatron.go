@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -329,7 +330,7 @@ func (d *MegatronDataset) epoch(epoch int) (*megatronEpoch, error) {
 
 // build makes epoch's indices and tables, into e.
 func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
-	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(epoch)))
+	rng := rand.NewPCG(d.cfg.Seed, uint64(epoch))
 	docs := make([]int32, len(d.idx.lengths))
 	for i := range docs {
 		docs[i] = int32(i)
@@ -357,12 +358,34 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	return nil
 }
 
-// shuffle permutes s as rng.Shuffle does, with the same draws (its
-// Fisher-Yates from the end, one Uint64N(i+1) a position): the same
-// permutation, without a call a swap.
-func shuffle[T any](rng *rand.Rand, s []T) {
+// shuffle permutes s as rand.New(src).Shuffle does, with the same draws
+// (its Fisher-Yates from the end, one Uint64N(i+1) a position): the same
+// permutation, without a call a swap, and on 64-bit machines with
+// Uint64N's own steps on src itself rather than through rand.Rand's
+// Source interface (TestShuffleIsRandShuffle).
+func shuffle[T any](src *rand.PCG, s []T) {
+	if ^uint(0)>>32 == 0 { // 32-bit: Uint64N draws differently there
+		r := rand.New(src)
+		for i := len(s) - 1; i > 0; i-- {
+			j := r.Uint64N(uint64(i + 1))
+			s[i], s[j] = s[j], s[i]
+		}
+		return
+	}
 	for i := len(s) - 1; i > 0; i-- {
-		j := rng.Uint64N(uint64(i + 1))
+		n := uint64(i + 1)
+		var j uint64
+		if n&(n-1) == 0 {
+			j = src.Uint64() & (n - 1)
+		} else {
+			hi, lo := bits.Mul64(src.Uint64(), n)
+			if lo < n {
+				for thresh := -n % n; lo < thresh; {
+					hi, lo = bits.Mul64(src.Uint64(), n)
+				}
+			}
+			j = hi
+		}
 		s[i], s[j] = s[j], s[i]
 	}
 }

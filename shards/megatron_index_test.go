@@ -147,7 +147,7 @@ func BenchmarkMegatronSampleIndex(b *testing.B) {
 
 // shuffle permutes as rand.Shuffle does, draw for draw.
 func TestShuffleIsRandShuffle(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 3, 10, 1000, 1 << 17} {
+	for _, n := range []int{0, 1, 2, 3, 4, 10, 1000, 1 << 17, 1<<17 + 1} {
 		for seed := range uint64(3) {
 			want, got := make([]int32, n), make([]int32, n)
 			for i := range n {
@@ -155,7 +155,7 @@ func TestShuffleIsRandShuffle(t *testing.T) {
 			}
 			r := rand.New(rand.NewPCG(seed, 9))
 			r.Shuffle(n, func(i, j int) { want[i], want[j] = want[j], want[i] })
-			shuffle(rand.New(rand.NewPCG(seed, 9)), got)
+			shuffle(rand.NewPCG(seed, 9), got)
 			require.Equal(t, want, got, "n %d, seed %d", n, seed)
 		}
 	}
