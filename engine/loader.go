@@ -659,6 +659,10 @@ type Stats struct {
 	ReadRetries int64
 	Storage     StorageStats
 
+	// Packing is how full a packing dataset's samples are (a dataset
+	// with a PackingStats method: shards.Pack); zero for any other.
+	Packing PackingStats
+
 	// Abandoned counts worker goroutines left behind in a Fill that ran
 	// past Timeout and ignored its ctx; each still runs until its Fill
 	// returns, then ends without touching anything.
@@ -690,6 +694,7 @@ func (l *loader) Stats() Stats {
 		s.DevicePool = l.dpool.Stats()
 	}
 	s.ReadRetries, s.Storage = l.src.readRetries(), l.src.storageStats()
+	s.Packing = packingStats(l.ds)
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
 	s.TimeInEpochs = time.Duration(l.epochNanos.Load())

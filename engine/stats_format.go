@@ -46,6 +46,9 @@ func (s Stats) String() string {
 	if st := s.Storage; st.Requests+st.Hits+st.Misses > 0 {
 		fmt.Fprintf(&b, "; storage %d requests, %s fetched, cache %d hits %d misses %d evictions", st.Requests, mib(st.BytesFetched), st.Hits, st.Misses, st.Evictions)
 	}
+	if p := s.Packing; p.Slots > 0 {
+		fmt.Fprintf(&b, "; packing %.1f%% (%d tokens in %d slots)", 100*p.Efficiency(), p.Tokens, p.Slots)
+	}
 	for _, c := range []struct {
 		n    int64
 		what string
@@ -88,6 +91,10 @@ func (s Stats) expvarJSON() map[string]any {
 		"storage": map[string]any{
 			"requests": s.Storage.Requests, "fetched_bytes": s.Storage.BytesFetched, "cache_hits": s.Storage.Hits,
 			"cache_misses": s.Storage.Misses, "read_aheads": s.Storage.ReadAheads, "cache_evictions": s.Storage.Evictions,
+		},
+		"packing": map[string]any{
+			"samples": s.Packing.Samples, "tokens": s.Packing.Tokens, "slots": s.Packing.Slots,
+			"efficiency_fraction": s.Packing.Efficiency(),
 		},
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -102,10 +104,24 @@ type MegatronOrder struct {
 	Shuffle []int64
 }
 
+// megatronEpoch is one epoch's order, and the same again laid out for
+// Fill: the tables that a sample's copy reads, so that it reads its
+// start in dataset order (in turn, as batches come) and its runs from
+// one table by position in the document order, where the order's own
+// indices take four dependent reads at random (Shuffle, Samples,
+// Documents, then the .idx's lengths and pointers), each a cache miss
+// on a large corpus.
 type megatronEpoch struct {
 	once  sync.Once
 	order MegatronOrder
 	err   error
+	// start[i] is where the sample of index i starts: its position in
+	// the document order << 32 | its first token's offset.
+	start []uint64
+	// length[p] and pointer[p] are the tokens and the byte offset in the
+	// .bin of the document at position p of the order.
+	length  []int32
+	pointer []int64
 }
 
 // megatronIndex is the parsed .idx file.
@@ -286,6 +302,12 @@ func (d *MegatronDataset) DType() collate.DType { return d.idx.dtype }
 // Order returns the indices of epoch, built on first use and shared:
 // read them, never write them.
 func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
+	e, err := d.epoch(epoch)
+	return e.order, err
+}
+
+// epoch returns epoch's order and tables, built on first use.
+func (d *MegatronDataset) epoch(epoch int) (*megatronEpoch, error) {
 	d.mu.Lock()
 	e := d.epochs[epoch]
 	if e == nil {
@@ -302,112 +324,159 @@ func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
 		d.epochs[epoch] = e
 	}
 	d.mu.Unlock()
-	e.once.Do(func() { e.order, e.err = d.build(epoch) })
-	return e.order, e.err
+	e.once.Do(func() { e.err = d.build(e, epoch) })
+	return e, e.err
 }
 
-// build makes epoch's indices.
-func (d *MegatronDataset) build(epoch int) (MegatronOrder, error) {
-	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(epoch)))
+// build makes epoch's indices and tables, into e.
+func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
+	rng := rand.NewPCG(d.cfg.Seed, uint64(epoch))
 	docs := make([]int32, len(d.idx.lengths))
 	for i := range docs {
 		docs[i] = int32(i)
 	}
-	rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
-	samples, err := buildSampleIndex(d.idx.lengths, docs, d.cfg.SeqLength, d.ntok)
+	shuffle(rng, docs)
+	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
+	for i, doc := range docs {
+		lengths[i], pointers[i] = d.idx.lengths[doc], d.idx.pointers[doc]
+	}
+	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
-		return MegatronOrder{}, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+		return fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
-	shuffle := make([]int64, len(samples)/2-1)
-	for i := range shuffle {
-		shuffle[i] = int64(i)
+	order := make([]int64, len(samples)/2-1)
+	for i := range order {
+		order[i] = int64(i)
 	}
-	rng.Shuffle(len(shuffle), func(i, j int) { shuffle[i], shuffle[j] = shuffle[j], shuffle[i] })
-	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: shuffle}, nil
+	shuffle(rng, order)
+	start := make([]uint64, len(order))
+	for i, k := range order {
+		start[i] = uint64(samples[2*k])<<32 | uint64(samples[2*k+1])
+	}
+	e.order = MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}
+	e.start, e.length, e.pointer = start, lengths, pointers
+	return nil
+}
+
+// shuffle permutes s as rand.New(src).Shuffle does, with the same draws
+// (its Fisher-Yates from the end, one Uint64N(i+1) a position): the same
+// permutation, without a call a swap, and on 64-bit machines with
+// Uint64N's own steps on src itself rather than through rand.Rand's
+// Source interface (TestShuffleIsRandShuffle).
+func shuffle[T any](src *rand.PCG, s []T) {
+	if ^uint(0)>>32 == 0 { // 32-bit: Uint64N draws differently there
+		r := rand.New(src)
+		for i := len(s) - 1; i > 0; i-- {
+			j := r.Uint64N(uint64(i + 1))
+			s[i], s[j] = s[j], s[i]
+		}
+		return
+	}
+	for i := len(s) - 1; i > 0; i-- {
+		n := uint64(i + 1)
+		var j uint64
+		if n&(n-1) == 0 {
+			j = src.Uint64() & (n - 1)
+		} else {
+			hi, lo := bits.Mul64(src.Uint64(), n)
+			if lo < n {
+				for thresh := -n % n; lo < thresh; {
+					hi, lo = bits.Mul64(src.Uint64(), n)
+				}
+			}
+			j = hi
+		}
+		s[i], s[j] = s[j], s[i]
+	}
 }
 
 // buildSampleIndex is Megatron's build_sample_idx for one epoch, with
-// add_extra_token_to_sequence 1 and drop_last_partial_sequence: the
-// (position in docs, offset) pair where each of the (tokens-1)/seqLen
-// samples starts, then the pair where the last one ends, flat.
-func buildSampleIndex(lengths []int32, docs []int32, seqLen int, tokens int64) ([]int64, error) {
+// add_extra_token_to_sequence 1 and drop_last_partial_sequence: given the
+// lengths of the documents in their epoch's order, the (position in that
+// order, offset) pair where each of the (tokens-1)/seqLen samples
+// starts, then the pair where the last one ends, flat.
+func buildSampleIndex(lengths []int32, seqLen int, tokens int64) ([]int64, error) {
 	n := (tokens - 1) / int64(seqLen)
-	out := make([]int64, 0, 2*(n+1))
-	out = append(out, 0, 0)
-	var at, off int64 // position in docs, offset in that document
+	out := make([]int64, 2*(n+1))
+	var at, off int64 // position in lengths, offset in that document
 	for k := int64(1); k <= n; k++ {
 		remaining := int64(seqLen) + 1
 		for remaining != 0 {
-			length := int64(lengths[docs[at]]) - off
+			length := int64(lengths[at]) - off
 			remaining -= length
 			if remaining <= 0 {
 				off += remaining + length - 1
 				remaining = 0
 				break
 			}
-			if at == int64(len(docs))-1 {
+			if at == int64(len(lengths))-1 {
 				if k != n {
 					return nil, fmt.Errorf("sample %d: the documents end early", k)
 				}
-				off = int64(lengths[docs[at]]) - 1
+				off = int64(lengths[at]) - 1
 				break
 			}
 			at++
 			off = 0
 		}
-		out = append(out, at, off)
+		out[2*k], out[2*k+1] = at, off
 	}
 	return out, nil
 }
 
 // Fill writes sample Shuffle[s.Index()] of s.Epoch() into its slot.
 func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
-	o, err := d.Order(s.Epoch())
+	e, err := d.epoch(s.Epoch())
 	if err != nil {
 		return err
 	}
-	_, err = d.fill(s.TensorAt(0).Bytes(), o, []int{s.Index()})
+	_, err = d.fill(s.TensorAt(0).Bytes(), e, []int{s.Index()})
 	return err
 }
 
 // FillBatch writes the samples of a whole batch: the same bytes as a Fill
 // of each, without the loader's per-sample work, and where the .bin is
-// mapped with one fault guard and one stat a batch.
+// mapped with one fault guard a batch and no system call (a stat only
+// where a run of tokens ends on zeros: endsInFile).
 func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
-	o, err := d.Order(b.Epoch())
+	e, err := d.epoch(b.Epoch())
 	if err != nil {
 		return err
 	}
-	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), o, b.Indices()); err != nil {
+	if at, err := d.fill(b.Tensor(d.cfg.Field).Bytes(), e, b.Indices()); err != nil {
 		return &engine.SampleError{Index: b.Indices()[at], Epoch: b.Epoch(), Worker: -1, Err: err}
 	}
 	return nil
 }
 
-// fill writes samples o.Shuffle[indices[i]] into row i of dst; on an
-// error it returns the i it failed at.
-func (d *MegatronDataset) fill(dst []byte, o MegatronOrder, indices []int) (int, error) {
+// fill writes samples o.Shuffle[indices[i]] of epoch e into row i of
+// dst; on an error it returns the i it failed at.
+func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int, error) {
 	if d.closed.Load() {
 		return 0, fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
 	}
+	o := e.order
 	row := len(dst) / max(len(indices), 1)
 	var i int
+	inFile := true // every run read from the mapping ended inside the file
 	err := guardMapped(d.bin, func() error {
 		for i = range indices {
-			if err := d.sample(dst[i*row:(i+1)*row], o, indices[i]); err != nil {
+			ok, err := d.sample(dst[i*row:(i+1)*row], e, indices[i])
+			if err != nil {
 				return err
 			}
+			inFile = inFile && ok
 		}
 		return nil
 	})
 	if f, ok := err.(fault); ok {
 		return i, d.cut(o, indices[i], f)
 	}
-	if err != nil || d.all == nil {
+	if err != nil || d.all == nil || inFile {
 		return i, err
 	}
-	// A file cut inside a page reads zeros past its end, with no fault:
-	// one stat a call tells.
+	// A run ended on zeros, which a file cut inside a page also reads
+	// past its end, with no fault: the file's size tells.
 	size, err := d.bin.size()
 	if err == nil && size >= d.binSize {
 		return 0, nil
@@ -447,18 +516,55 @@ func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, o
 	return nil
 }
 
-// sample writes sample o.Shuffle[index] into dst.
-func (d *MegatronDataset) sample(dst []byte, o MegatronOrder, index int) error {
+// sample writes sample o.Shuffle[index] of epoch e into dst. Where the
+// .bin is mapped, inFile reports whether every run it read certainly
+// ended inside the file (endsInFile); call it under guardMapped.
+func (d *MegatronDataset) sample(dst []byte, e *megatronEpoch, index int) (inFile bool, err error) {
+	if d.all == nil {
+		return false, d.read(dst, e.order, index)
+	}
+	if index < 0 || index >= len(e.start) {
+		return false, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
+	}
+	// pieces, from e's tables: this is the loop of every batch.
+	at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	same := d.cfg.Out == d.idx.dtype && littleEndian
+	length, pointer, all := e.length, e.pointer[:len(e.length)], d.all
+	inFile = true
+	var to int64
+	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+		if at >= len(length) {
+			return false, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
+		}
+		n := min(int64(length[at])-off, remaining)
+		if n <= 0 {
+			continue
+		}
+		from, end := pointer[at]+off*es, pointer[at]+(off+n)*es
+		if same {
+			copy(dst[to:to+n*ow], all[from:end])
+		} else if err := d.convert(dst[to:to+n*ow], all[from:end], off); err != nil {
+			return false, fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+				d.prefix, e.order.Shuffle[index], e.order.Documents[at], off, off+n, from, end, err)
+		}
+		inFile = inFile && endsInFile(all, end)
+		to += n * ow
+		remaining -= n
+	}
+	return inFile, nil
+}
+
+// read writes sample o.Shuffle[index] into dst, read from the .bin with
+// ReadAt.
+func (d *MegatronDataset) read(dst []byte, o MegatronOrder, index int) error {
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
 	return d.pieces(o, index, func(seq int32, off, n, from, to int64) error {
 		out := dst[to : to+n*ow]
 		var err error
-		switch {
-		case d.all != nil:
-			err = d.convert(out, d.all[from:from+n*es], off)
-		case d.cfg.Out == d.idx.dtype && littleEndian:
+		if d.cfg.Out == d.idx.dtype && littleEndian {
 			err = d.bin.readAt(out, from)
-		default:
+		} else {
 			buf := make([]byte, n*es)
 			if err = d.bin.readAt(buf, from); err == nil {
 				err = d.convert(out, buf, off)
@@ -507,6 +613,21 @@ func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 		copy(dst, src)
 		return nil
 	}
+	if littleEndian && from != collate.Int64 { // widening: a typed loop
+		switch from {
+		case collate.Uint8:
+			widenTo(dst, to, src)
+		case collate.Int8:
+			widenTo(dst, to, unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(src))), len(src)))
+		case collate.Int16:
+			widenTo(dst, to, unsafe.Slice((*int16)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/2))
+		case collate.Uint16:
+			widenTo(dst, to, unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/2))
+		case collate.Int32:
+			widenTo(dst, to, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)/4))
+		}
+		return nil
+	}
 	es := from.Size()
 	for i := range len(src) / es {
 		var v int64
@@ -544,6 +665,17 @@ func (d *MegatronDataset) convert(dst, src []byte, first int64) error {
 		}
 	}
 	return nil
+}
+
+// widenTo writes the tokens src into dst as to, collate.Int32 or Int64
+// (a wider type than S, or the same), in native byte order.
+func widenTo[S uint8 | int8 | int16 | uint16 | int32](dst []byte, to collate.DType, src []S) {
+	switch to {
+	case collate.Int64:
+		widen(unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(dst))), len(src)), src)
+	case collate.Int32:
+		widen(unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(dst))), len(src)), src)
+	}
 }
 
 // Close unmaps and closes the .bin. Fills must not run during or after

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -66,10 +67,13 @@ func (d *MegatronDataset) ReadDocument(i, off int, dst []int64) error {
 	var err error
 	if d.all != nil {
 		err = guardMapped(d.bin, func() error {
+			decodeTokens(dst, d.all[from:from+n], d.idx.dtype)
+			if endsInFile(d.all, from+n) {
+				return nil
+			}
 			if size, err := d.bin.size(); err != nil || size < from+n {
 				return fmt.Errorf("the file is cut short or cannot be read (%v bytes, %d when opened)", size, d.binSize)
 			}
-			decodeTokens(dst, d.all[from:from+n], d.idx.dtype)
 			return nil
 		})
 	} else {
@@ -167,6 +171,9 @@ type PackedDataset struct {
 	real   int64   // tokens packed, EODs included
 	drop   int     // documents dropped
 	schema collate.Schema
+	// filled counts the Fills: sequences, their tokens and slots
+	// (PackingStats).
+	filled struct{ samples, tokens, slots atomic.Int64 }
 }
 
 // Pack packs the documents of docs, whole, into sequences of cfg.SeqLen
@@ -305,13 +312,21 @@ func (p *PackedDataset) Schema() collate.Schema { return p.schema }
 
 // Efficiency returns the share of the sequences' token slots that hold
 // documents' tokens (EODs included) rather than padding: tokens ÷
-// (Len × SeqLen). engine.Stats does not see it: it counts samples and
-// bytes, and padding is bytes like any other.
+// (Len × SeqLen), over all the sequences. A loader's Stats.Packing
+// counts the same over the sequences filled (PackingStats).
 func (p *PackedDataset) Efficiency() float64 {
 	if p.Len() == 0 {
 		return 0
 	}
 	return float64(p.real) / (float64(p.Len()) * float64(p.cfg.SeqLen))
+}
+
+// PackingStats returns the counts of the sequences filled so far, by
+// every loader, their tokens (EODs included) and their token slots
+// (SeqLen each), for engine.Stats.Packing: after one epoch of one loader,
+// its Efficiency is the dataset's.
+func (p *PackedDataset) PackingStats() engine.PackingStats {
+	return engine.PackingStats{Samples: p.filled.samples.Load(), Tokens: p.filled.tokens.Load(), Slots: p.filled.slots.Load()}
 }
 
 // NumTokens returns the tokens packed, EODs included.
@@ -385,5 +400,8 @@ func (p *PackedDataset) Fill(_ context.Context, s *engine.Slot) error {
 	}
 	collate.As[int32](s.TensorAt(4))[0] = int32(len(pieces))
 	collate.As[int32](s.TensorAt(5))[0] = int32(longest)
+	p.filled.samples.Add(1)
+	p.filled.tokens.Add(int64(t))
+	p.filled.slots.Add(int64(p.cfg.SeqLen))
 	return nil
 }

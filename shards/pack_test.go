@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -349,4 +350,25 @@ func TestPackResume(t *testing.T) {
 	require.NoError(t, l.Close())
 	cfg.Resume, cfg.Workers = &st, 0
 	assert.Equal(t, full, append(head, blendRows(t, pack(), cfg, 3)...))
+}
+
+// A loader over a packed dataset shows the packing efficiency in its
+// Stats: after an epoch, the dataset's own figure, for any Workers.
+func TestPackStats(t *testing.T) {
+	docs := zipfDocs(6, 400, 300)
+	for _, workers := range []int{0, 2} {
+		p, err := Pack(docs, PackConfig{SeqLen: 256, AddEOD: true, EOD: -1})
+		require.NoError(t, err)
+		l, err := engine.New(p, engine.Config{BatchSize: 4, Workers: workers, Shuffle: true, WorldSize: 1, Backend: "cpu"})
+		require.NoError(t, err)
+		for _, err := range l.Epoch(context.Background(), 0) {
+			require.NoError(t, err)
+		}
+		st := l.Stats().Packing
+		require.NoError(t, l.Close())
+		assert.Equal(t, engine.PackingStats{Samples: int64(p.Len()), Tokens: p.NumTokens(), Slots: int64(p.Len()) * 256}, st, "workers %d", workers)
+		assert.Equal(t, p.Efficiency(), st.Efficiency(), "workers %d", workers)
+		assert.Greater(t, st.Efficiency(), 0.5)
+		assert.Contains(t, l.Stats().String(), fmt.Sprintf("; packing %.1f%%", 100*p.Efficiency()))
+	}
 }

@@ -54,9 +54,9 @@ type TokenConfig struct {
 // straight from the file's pages into its place in the batch, the only
 // copy. It is safe for concurrent Fills; Close it after the loaders that
 // use it. A window is one memcpy, so one goroutine keeps up with most
-// training steps: Workers 0 or 1 loads it fastest (bench/RESULTS.md:
-// 0.8-0.9x a bare copy loop at Workers 0, 0.6x at Workers 2 on 2 cores,
-// where the workers and the consumer share the CPUs).
+// training steps: Workers 0 loads it fastest (bench/RESULTS.md, on a
+// loaded 2-core VM: 0.6-0.9x a bare copy loop at Workers 0, 0.4-0.5x at
+// Workers 1 and 2, where the workers and the consumer share the CPUs).
 type TokenDataset struct {
 	path   string
 	cfg    TokenConfig
@@ -183,6 +183,7 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	fail := func(err error) error {
 		return &engine.SampleError{Index: index, Epoch: b.Epoch(), Worker: -1, Err: err}
 	}
+	inFile := true // every window read from the mapping ended inside the file
 	err := guardMapped(d.file, func() error {
 		for i, index = range b.Indices() {
 			start = int64(index) * int64(d.cfg.Stride)
@@ -193,6 +194,7 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 			var err error
 			if end := (start + int64(d.cfg.Context) + 1) * es; all != nil && start >= 0 && end <= int64(len(all)) {
 				err = d.convert(out, all[start*es:end], start)
+				inFile = inFile && endsInFile(all, end)
 			} else {
 				err = d.window(out, index, start) // read from the file, or an error
 			}
@@ -205,11 +207,11 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	if f, ok := err.(fault); ok {
 		return fail(d.cut(index, start, f))
 	}
-	if err != nil || all == nil {
+	if err != nil || all == nil || inFile {
 		return err
 	}
-	// A file cut inside a page reads zeros past its end, with no fault:
-	// one stat a batch tells.
+	// A window ended on zeros, which a file cut inside a page also reads
+	// past its end, with no fault: the file's size tells.
 	size, err := d.file.size()
 	if err != nil || size >= int64(len(all)) {
 		return err
@@ -253,6 +255,36 @@ func guardMapped(file tokenFile, f func() error) (err error) {
 	return f()
 }
 
+// tailProbe bounds the bytes that endsInFile looks at.
+const tailProbe = 16
+
+// pageMask is the OS page size less one.
+var pageMask = os.Getpagesize() - 1
+
+// endsInFile reports whether a read of the mapping all (of a file from
+// its byte 0, so page-aligned), up to byte end, that did not fault was
+// certainly inside the file, with no system call: true if a byte at or
+// after end-1, on the same page and at most tailProbe bytes on, is not
+// zero. A file cut short while mapped faults on the pages wholly past
+// its new end and reads zeros on the rest of the page that holds it (as
+// POSIX requires of mmap and Linux does on truncate), so a nonzero byte
+// there is before the end. False (zero tokens, or a cut) means: ask the
+// file's size. Call it where a fault is guarded (guardMapped): the probe
+// reads the mapping too.
+func endsInFile(all []byte, end int64) bool {
+	if end <= 0 {
+		return true
+	}
+	last := int(end - 1)
+	stop := min(len(all), last|pageMask+1, last+tailProbe)
+	for _, c := range all[last:stop] {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // cut is the error of window index, from token start, which the file no
 // longer holds.
 func (d *TokenDataset) cut(index int, start int64, f fault) error {
@@ -285,11 +317,17 @@ func (d *TokenDataset) window(dst []byte, index int, start int64) error {
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
 	if src := d.file.view(off, nbytes); src != nil {
-		err := guardMapped(d.file, func() error { return d.convert(dst, src, start) })
+		all := d.file.view(0, d.ntok*es)
+		inFile := false
+		err := guardMapped(d.file, func() error {
+			err := d.convert(dst, src, start)
+			inFile = endsInFile(all, off+nbytes)
+			return err
+		})
 		if f, ok := err.(fault); ok {
 			return d.cut(index, start, f)
 		}
-		if err != nil {
+		if err != nil || inFile {
 			return err
 		}
 		if size, err := d.file.size(); err != nil || size < off+nbytes {
@@ -373,7 +411,7 @@ func convertFrom[S uint16 | uint32](dst, src []byte, to collate.DType, get func(
 	}
 }
 
-func widen[D int32 | int64, S uint16 | uint32](dst []D, src []S) {
+func widen[D int32 | int64, S uint8 | int8 | int16 | uint16 | int32 | uint32](dst []D, src []S) {
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] = D(v)

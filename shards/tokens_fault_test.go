@@ -84,3 +84,93 @@ func TestTokensFileCutWhileMapped(t *testing.T) {
 		}
 	}
 }
+
+// endsInFile spares the stat only where a nonzero byte at or after a
+// read's last byte, on its page, shows the file still holds it.
+func TestEndsInFile(t *testing.T) {
+	page := pageMask + 1
+	all := make([]byte, 3*page)
+	assert.True(t, endsInFile(all, 0), "nothing read")
+	assert.False(t, endsInFile(all, 10), "zeros: ask")
+	all[9] = 1
+	assert.True(t, endsInFile(all, 10), "its last byte")
+	assert.False(t, endsInFile(all, 11))
+	all[9+tailProbe-1] = 1
+	assert.True(t, endsInFile(all, 11), "a later byte within the probe")
+	all[page] = 1
+	assert.False(t, endsInFile(all, int64(page-2)), "never a byte of the next page")
+	all[len(all)-1] = 1
+	assert.True(t, endsInFile(all, int64(len(all))), "the mapping's last byte")
+	assert.False(t, endsInFile(all[:len(all)-1], int64(len(all)-3)), "never past the mapping")
+}
+
+// A .bin of nonzero tokens cut inside a page, at a token boundary or
+// inside a token, while mapped: every sample (and every document for
+// Pack's ReadDocument) that the file still holds loads the same tokens
+// as an intact copy, and every other is an error, never zeros: through
+// Fill and through the loader's FillBatch.
+func TestMegatronCutInsidePage(t *testing.T) {
+	docs := make([][]int64, 64)
+	for i := range docs {
+		docs[i] = make([]int64, 1000+i)
+		for j := range docs[i] {
+			docs[i][j] = int64(1 + (i*1009+j*7)%60000)
+		}
+	}
+	intact := megatronDocs(t, collate.Uint16, docs)
+	want, err := Megatron(intact, MegatronConfig{SeqLength: 255, Seed: 3, Out: collate.Int64})
+	require.NoError(t, err)
+	defer want.Close()
+	for _, size := range []int64{40000, 40001, 40959} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			prefix := megatronDocs(t, collate.Uint16, docs)
+			d, err := Megatron(prefix, MegatronConfig{SeqLength: 255, Seed: 3, Out: collate.Int64})
+			require.NoError(t, err)
+			defer d.Close()
+			require.NoError(t, os.Truncate(prefix+".bin", size))
+			o, err := d.Order(0)
+			require.NoError(t, err)
+			layout, err := collate.NewLayout(d.Schema(), 1)
+			require.NoError(t, err)
+			got, exp := make([]byte, layout.Size()), make([]byte, layout.Size())
+			firstBad := -1
+			for i := range d.Len() {
+				err := d.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, got, 0))
+				if d.extent(o, i) > size {
+					require.Error(t, err, "sample %d", i)
+					assert.Contains(t, err.Error(), "cut short or rewritten while mapped")
+					if firstBad < 0 {
+						firstBad = i
+					}
+					continue
+				}
+				require.NoError(t, err, "sample %d", i)
+				require.NoError(t, want.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, exp, 0)))
+				require.Equal(t, exp, got, "sample %d", i)
+			}
+			require.GreaterOrEqual(t, firstBad, 0)
+			l, err := engine.New(d, engine.Config{BatchSize: 4, WorldSize: 1, Backend: "cpu"})
+			require.NoError(t, err)
+			defer l.Close()
+			n := 0
+			for b, err := range l.Epoch(context.Background(), 0) {
+				if err != nil {
+					assert.Contains(t, err.Error(), "cut short or rewritten while mapped")
+					break
+				}
+				n += b.Len()
+			}
+			assert.Equal(t, firstBad/4*4, n, "the batches before the first sample past the cut")
+			for i := range docs {
+				dst := make([]int64, len(docs[i]))
+				err := d.ReadDocument(i, 0, dst)
+				if d.idx.pointers[i]+2*int64(len(docs[i])) > size {
+					assert.Error(t, err, "document %d", i)
+					continue
+				}
+				require.NoError(t, err, "document %d", i)
+				assert.Equal(t, docs[i], dst, "document %d", i)
+			}
+		})
+	}
+}
