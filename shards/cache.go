@@ -25,7 +25,8 @@ const DefaultCacheReadAhead = 2
 // s3://, gs://, az://) in the folder dir, within limit bytes, so that
 // later epochs and a resumed job (a new process given the same dir) read
 // them from local disk with no request to the server. Local shards are
-// read in place.
+// read in place. Tar and Parquet shards alike: a cached Parquet file is
+// read in place (its row groups by offset), not into memory.
 //
 // A shard is written to dir as it downloads, and its readers read the
 // file as it grows: the first record does not wait for the whole shard.

@@ -69,61 +69,59 @@ func (o *Opener) parquetFile(ctx context.Context, name string, whole bool, max i
 	if err != nil {
 		return nil, nil, err
 	}
-	var (
-		ra     io.ReaderAt
-		size   int64
-		closer io.Closer = io.NopCloser(nil)
-	)
-	switch {
-	case k == local:
+	if k == local {
 		f, err := os.Open(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("shards: %w", err)
 		}
+		return parquetFrom(name, f, max)
+	}
+	rc, err := o.Open(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, ok := rc.(*remoteReader); ok && !whole {
+		if r.total < 0 {
+			rc.Close()
+			return nil, nil, fmt.Errorf("shards: %s: the server does not say its size, which a Parquet footer needs", name)
+		}
+		return parquetClosing(name, &tailReaderAt{r: r, size: r.total}, r.total, rc)
+	}
+	return parquetFrom(name, rc, max)
+}
+
+// parquetFrom opens the Parquet file rc reads: in place where rc is a
+// file (a local shard, a cached copy), else read whole into memory, up
+// to max bytes. It closes rc, or leaves it to the closer it returns.
+func parquetFrom(name string, rc io.ReadCloser, max int64) (*parquet.File, io.Closer, error) {
+	if f, ok := rc.(interface {
+		io.ReaderAt
+		Stat() (os.FileInfo, error)
+	}); ok {
 		fi, err := f.Stat()
 		if err != nil {
-			f.Close()
-			return nil, nil, fmt.Errorf("shards: %w", err)
-		}
-		ra, size, closer = f, fi.Size(), f
-	case whole:
-		data, err := o.readAll(ctx, name, max)
-		if err != nil {
-			return nil, nil, err
-		}
-		ra, size = bytes.NewReader(data), int64(len(data))
-	default:
-		rc, err := o.Open(ctx, name)
-		if err != nil {
-			return nil, nil, err
-		}
-		closer = rc
-		switch r := rc.(type) {
-		case *remoteReader:
-			if r.total < 0 {
-				rc.Close()
-				return nil, nil, fmt.Errorf("shards: %s: the server does not say its size, which a Parquet footer needs", name)
-			}
-			ra, size = &tailReaderAt{r: r, size: r.total}, r.total
-		case interface {
-			io.ReaderAt
-			Stat() (os.FileInfo, error)
-		}: // a local copy
-			fi, err := r.Stat()
-			if err != nil {
-				rc.Close()
-				return nil, nil, fmt.Errorf("shards: %s: %w", name, err)
-			}
-			ra, size = r, fi.Size()
-		default:
 			rc.Close()
-			data, err := o.readAll(ctx, name, max)
-			if err != nil {
-				return nil, nil, err
-			}
-			ra, size, closer = bytes.NewReader(data), int64(len(data)), io.NopCloser(nil)
+			return nil, nil, fmt.Errorf("shards: %s: %w", name, err)
 		}
+		return parquetClosing(name, f, fi.Size(), rc)
 	}
+	defer rc.Close()
+	if r, ok := rc.(*remoteReader); ok && r.total > max {
+		return nil, nil, fmt.Errorf("shards: %s: %d bytes, more than MaxParquetBytes (%d)", name, r.total, max)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, max+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("shards: %s: %w", name, err)
+	}
+	if int64(len(data)) > max {
+		return nil, nil, fmt.Errorf("shards: %s: more than MaxParquetBytes (%d bytes)", name, max)
+	}
+	return parquetClosing(name, bytes.NewReader(data), int64(len(data)), io.NopCloser(nil))
+}
+
+// parquetClosing opens the Parquet file ra reads, of size bytes, and
+// closes closer if that fails.
+func parquetClosing(name string, ra io.ReaderAt, size int64, closer io.Closer) (*parquet.File, io.Closer, error) {
 	f, err := openParquet(name, ra, size)
 	if err != nil {
 		closer.Close()
@@ -187,27 +185,6 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	return f, nil
 }
 
-// readAll reads the whole of a remote shard, up to max bytes, into a
-// buffer that grows as its bytes arrive.
-func (o *Opener) readAll(ctx context.Context, name string, max int64) ([]byte, error) {
-	rc, err := o.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	if r, ok := rc.(*remoteReader); ok && r.total > max {
-		return nil, fmt.Errorf("shards: %s: %d bytes, more than MaxParquetBytes (%d)", name, r.total, max)
-	}
-	data, err := io.ReadAll(io.LimitReader(rc, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("shards: %s: %w", name, err)
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("shards: %s: more than MaxParquetBytes (%d bytes)", name, max)
-	}
-	return data, nil
-}
-
 // tailReaderAt reads a remote file at offsets, by moving its reader
 // (a new range request), and keeps the file's last footerTail bytes, so
 // that a footer costs one request.
@@ -262,6 +239,12 @@ func (t *tailReaderAt) read(p []byte, off int64) error {
 // footer, after checking that it has the columns asked for.
 func (o *Opener) parquetCount(ctx context.Context, name string, columns []string) (int, error) {
 	f, closer, err := o.parquetFile(ctx, name, false, 0)
+	return parquetRows(name, columns, f, closer, err)
+}
+
+// parquetRows returns the rows of f, opened with err, after checking
+// that it has the columns asked for, and closes it.
+func parquetRows(name string, columns []string, f *parquet.File, closer io.Closer, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -272,9 +255,23 @@ func (o *Opener) parquetCount(ctx context.Context, name string, columns []string
 	return int(f.NumRows()), nil
 }
 
+// parquetFile opens the Parquet file of shard name as Opener.parquetFile
+// does, a remote one through the cache when there is one (read whole,
+// into the cache and from there).
+func (s *Source) parquetFile(ctx context.Context, name string, whole bool) (*parquet.File, io.Closer, error) {
+	if s.cache == nil || !remote(name) {
+		return s.o.opener.parquetFile(ctx, name, whole, s.o.maxParquetBytes())
+	}
+	rc, err := s.open(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parquetFrom(name, rc, s.o.maxParquetBytes())
+}
+
 // openParquet starts reading the Parquet shard.
 func (s *Source) openParquet(ctx context.Context, shard engine.ShardInfo) (engine.RecordReader, error) {
-	f, closer, err := s.o.opener.parquetFile(ctx, shard.Name, true, s.o.maxParquetBytes())
+	f, closer, err := s.parquetFile(ctx, shard.Name, true)
 	if err != nil {
 		return nil, err
 	}

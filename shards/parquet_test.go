@@ -515,3 +515,40 @@ func TestIsParquet(t *testing.T) {
 		assert.Equal(t, want, isParquet(name), name)
 	}
 }
+
+// TestParquetThroughTheCache: remote Parquet shards with a Cache are
+// downloaded into it once, when they are counted; the epochs after read
+// the cached copies in place, with no request, the same batches as the
+// local files.
+func TestParquetThroughTheCache(t *testing.T) {
+	counts := []int{10, 3, 7}
+	srv := newFaultServer(t)
+	_, pattern := writeParquetShards(t, srv.dir, 3, counts...)
+	local, err := New(pattern, testSchema, decodeTest, IndexFile(""))
+	require.NoError(t, err)
+	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 4}
+	cfg := engine.Config{BatchSize: 4, Seed: 5, Workers: 2}
+	want, wantData, _, err := loadAll(t, local, sc, cfg, 1)
+	require.NoError(t, err)
+
+	o := &Opener{}
+	defer o.CloseIdleConnections()
+	dir := t.TempDir()
+	src, err := New(srv.URL+"/"+filepath.Base(pattern), testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(dir, 1<<30))
+	require.NoError(t, err)
+	defer src.Close()
+	d, err := engine.FromIterable(context.Background(), src, sc)
+	require.NoError(t, err)
+	listed := o.Requests()
+	assert.EqualValues(t, len(counts), listed, "one download a shard, when it is counted")
+	for e := range 2 {
+		ids, data, _, err := load(t, d, cfg, 1)
+		require.NoError(t, err, "epoch %d", e)
+		assert.Equal(t, want, ids)
+		assert.Equal(t, wantData, data, "bit-identical batches")
+	}
+	assert.Equal(t, listed, o.Requests(), "the epochs read the cache")
+	st := src.StorageStats()
+	assert.EqualValues(t, len(counts), st.Misses)
+	assert.EqualValues(t, 2*len(counts), st.Hits)
+}

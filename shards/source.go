@@ -246,7 +246,8 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 				s.cache.dropStale(name, sizes[name])
 			}
 			if isParquet(name) {
-				n, err := s.o.opener.parquetCount(gctx, name, s.o.columns)
+				f, closer, err := s.parquetFile(gctx, name, false)
+				n, err := parquetRows(name, s.o.columns, f, closer, err)
 				if err == nil && ok && n != listed {
 					err = fmt.Errorf("shards: %s: %d rows, listed with %d in %s", name, n, listed, index)
 				}
