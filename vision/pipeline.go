@@ -224,6 +224,7 @@ func (p *Pipeline) put(sc *scratch) {
 type jpegOpts struct {
 	denom     int  // DCT scaling 1/denom
 	fastDCT   bool // libjpeg's fast integer IDCT (JDCT_IFAST)
+	box       bool // chroma upsampled by replication (libjpeg's merged upsampler)
 	maxPixels int64
 }
 
@@ -249,10 +250,9 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 			g := geom(h.w, h.h)
 			o := jpegOpts{denom: 1, maxPixels: p.o.maxPixels}
 			if t.Mode == Fast {
-				// DCT scaling and the fast IDCT, as Pillow's draft mode and
-				// tf.data's decode_jpeg do; not Pillow's merged upsampling,
-				// which jpeg_skip_scanlines breaks (TestDecodeIndependentOfHistory).
-				o.denom, o.fastDCT = dctDenom(g), true
+				// DCT scaling, the fast IDCT and chroma upsampled by
+				// replication, as Pillow's draft mode does.
+				o.denom, o.fastDCT, o.box = dctDenom(g), true, true
 			}
 			sw, sh := ceilDiv(h.w, o.denom), ceilDiv(h.h, o.denom)
 			sc.build(g, t, o.denom, sw, sh)
