@@ -125,3 +125,56 @@ func TestJPEGRegionMatchesWholeDecode(t *testing.T) {
 		}
 	}
 }
+
+// A worker keeps the plans of the last few image sizes: decoding images of
+// more sizes than it keeps, in turn and then again, writes what a fresh
+// worker writes for each.
+func TestPlanCacheSameBits(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.*"))
+	var imgs [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, h, err := imageSize(b); err == nil && w*h < 1<<20 {
+			imgs = append(imgs, b)
+		}
+	}
+	if len(imgs) <= planCacheSize {
+		t.Fatalf("%d test images, want more than %d", len(imgs), planCacheSize)
+	}
+	for _, tr := range []Transform{{Size: 32, Mode: Fast}, {Size: 32}, {Train: true, Size: 32, Mode: Fast}} {
+		p, err := NewPipeline(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := p.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := make([]byte, p.schema[0].Bytes()), make([]byte, p.schema[0].Bytes())
+		for it := range 3 * len(imgs) {
+			data := imgs[(it*3)%len(imgs)]
+			geom := func(w, h int) Geometry { return p.t.Geometry(w, h, newRand(uint64(it))) }
+			if err := p.decode(sc, data, geom, got); err != nil {
+				t.Fatal(err)
+			}
+			fresh := &scratch{}
+			if hasNative {
+				if err := fresh.n.init(p.lib); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.decode(fresh, data, geom, want); err != nil {
+				t.Fatal(err)
+			}
+			fresh.n.close()
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%+v, decode %d (image %d): a reused worker's bytes differ from a fresh one's", tr, it, (it*3)%len(imgs))
+			}
+		}
+		p.put(sc)
+		p.Close()
+	}
+}
