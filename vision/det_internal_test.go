@@ -27,8 +27,7 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 		imgs = append(imgs, b)
 	}
 	rng := newRand(3)
-	for _, fastDCT := range []bool{false, true} {
-		fast := fastDCT // Fast's decode: the fast IDCT and box upsampling
+	for _, fast := range []bool{false, true} { // Fast's decode (the fast IDCT, box upsampling) or Exact's
 		for it := range 100 {
 			data := imgs[it%len(imgs)]
 			hd, _ := parseJPEG(data)
@@ -69,7 +68,7 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 				} else if !bytes.Equal(ref, region) {
 					for i := range ref {
 						if ref[i] != region[i] {
-							t.Fatalf("fast DCT %v, image %d, %+v, denom %d: byte %d (row %d, col %d) differs: %d vs %d", fastDCT, it%len(imgs), pl, o.denom,
+							t.Fatalf("Fast decode %v, image %d, %+v, denom %d: byte %d (row %d, col %d) differs: %d vs %d", fast, it%len(imgs), pl, o.denom,
 								i, i/stride, (i%stride)/4, ref[i], region[i])
 						}
 					}
