@@ -238,7 +238,7 @@ func (ib *imageBench) perCore(ds *vision.Dataset, rounds int, ours bool) error {
 			name, note string
 			t          vision.Transform
 		}{
-			{"tensorbatch train transform, Fast", "read the file, RandomResizedCrop + flip + ToTensor + Normalize into float32 CHW; Mode Fast (fast IDCT, DCT scaling where the crop is >= 2x the output, 16-bit resize)", vision.Transform{Train: true, Size: imageSize, Mode: vision.Fast}},
+			{"tensorbatch train transform, Fast", "read the file, RandomResizedCrop + flip + ToTensor + Normalize into float32 CHW; Mode Fast (fast IDCT, box chroma upsampling, DCT scaling where the crop is >= 2x the output, 16-bit resize)", vision.Transform{Train: true, Size: imageSize, Mode: vision.Fast}},
 			{"tensorbatch train transform, Exact", "the same, Mode Exact, the default (PIL's pixels)", vision.Train(imageSize)},
 			{"tensorbatch eval transform, Fast", "read the file, Resize(256) + CenterCrop(224) + ToTensor + Normalize; Fast", vision.Transform{Size: imageSize, Mode: vision.Fast}},
 			{"tensorbatch eval transform, Exact", "the same, Exact", vision.Eval(imageSize)},

@@ -25,11 +25,11 @@
 // the output equals torchvision's with its PIL backend for the same crop
 // box, bit for bit where libjpeg-turbo decodes. The Fast mode, for
 // training throughput, resizes in 16-bit fixed point, the vertical pass
-// first, and decodes JPEGs as Pillow's draft mode and tf.data do: with the
-// fast IDCT, and with DCT scaling where the crop is at least twice the
-// output (about 46 dB PSNR against Exact at full scale, 35 dB or more with
-// DCT scaling). Crops and flips are drawn from the slot's RNG, so batches
-// are the same for any worker count.
+// first, and decodes JPEGs as Pillow's draft mode does: with the fast
+// IDCT, the chroma upsampled by replication, and DCT scaling where the
+// crop is at least twice the output (about 45 dB PSNR against Exact at
+// full scale, 35 dB or more with DCT scaling). Crops and flips are drawn
+// from the slot's RNG, so batches are the same for any worker count.
 //
 // A worker's decoder state and buffers are reused from image to image:
 // the libjpeg-turbo path allocates nothing per image. A file that is not

@@ -90,6 +90,7 @@ func TestJPEGFusedMatchesRegionAndReference(t *testing.T) {
 			tr := Transform{Train: it%3 != 0, Size: 8 + rng.IntN(40), Output: Output(rng.IntN(5)), Mode: Mode(it % 2)}.withDefaults()
 			g := tr.Geometry(hd.w, hd.h, rng)
 			o := jpegOpts{denom: []int{1, 1, 2, 4, 8}[rng.IntN(5)], maxPixels: 1 << 30}
+			o.fastDCT, o.box = tr.Mode == Fast, tr.Mode == Fast
 			sw, sh := ceilDiv(hd.w, o.denom), ceilDiv(hd.h, o.denom)
 			var pl plan
 			buildPlan(&pl, g, &tr, o.denom, sw, sh)

@@ -62,7 +62,7 @@ func (n *native) close() {
 }
 
 func (o jpegOpts) request(h jpegHeader) csrc.JPEGRequest {
-	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, FastDCT: o.fastDCT}
+	return csrc.JPEGRequest{Width: h.w, Height: h.h, MaxPixels: o.maxPixels, ScaleDenom: o.denom, FastDCT: o.fastDCT, BoxUpsample: o.box}
 }
 
 // The kernels are numbered as collate's (collate checks it at build time).

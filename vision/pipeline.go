@@ -164,8 +164,9 @@ func (p *Pipeline) Close() error {
 type scratch struct {
 	path   []byte // NUL-terminated, for the system call
 	data   []byte
-	pl     plan
-	plKey  planKey // what pl was built for (the transform is the dataset's)
+	pl     *plan // the current image's: one of plans
+	plans  [planCacheSize]cachedPlan
+	clock  uint64 // counts builds: the least recently used plan goes first
 	region []byte
 	gs     goScratch
 	n      native
@@ -177,15 +178,39 @@ type planKey struct {
 	denom, sw, sh int
 }
 
-// build builds sc.pl, or keeps it where the last image had the same
-// geometry (evaluation, on images of one size).
+// planCacheSize is how many plans a worker keeps: an evaluation
+// transform's plan depends only on the image's size, and a data set has a
+// few sizes that recur (ImageNet's 500x375, 375x500, 500x333, ...).
+const planCacheSize = 4
+
+// cachedPlan is a plan and what it was built for (the transform is the
+// Pipeline's).
+type cachedPlan struct {
+	key  planKey
+	used uint64 // sc.clock when last used; 0: never built
+	pl   plan
+}
+
+// build points sc.pl at the plan of g for an image decoded at 1/denom
+// (sw x sh), built into the least recently used of sc.plans unless one of
+// them was built for the same.
 func (sc *scratch) build(g Geometry, t *Transform, denom, sw, sh int) {
 	k := planKey{g, denom, sw, sh}
-	if sc.plKey == k {
-		return
+	sc.clock++
+	lru := 0
+	for i := range sc.plans {
+		c := &sc.plans[i]
+		if c.used != 0 && c.key == k {
+			c.used, sc.pl = sc.clock, &c.pl
+			return
+		}
+		if c.used < sc.plans[lru].used {
+			lru = i
+		}
 	}
-	buildPlan(&sc.pl, g, t, denom, sw, sh)
-	sc.plKey = k
+	c := &sc.plans[lru]
+	buildPlan(&c.pl, g, t, denom, sw, sh)
+	c.key, c.used, sc.pl = k, sc.clock, &c.pl
 }
 
 func (p *Pipeline) get() (*scratch, error) {
@@ -224,6 +249,7 @@ func (p *Pipeline) put(sc *scratch) {
 type jpegOpts struct {
 	denom     int  // DCT scaling 1/denom
 	fastDCT   bool // libjpeg's fast integer IDCT (JDCT_IFAST)
+	box       bool // chroma upsampled by replication (libjpeg's merged upsampler)
 	maxPixels int64
 }
 
@@ -249,22 +275,21 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 			g := geom(h.w, h.h)
 			o := jpegOpts{denom: 1, maxPixels: p.o.maxPixels}
 			if t.Mode == Fast {
-				// DCT scaling and the fast IDCT, as Pillow's draft mode and
-				// tf.data's decode_jpeg do; not Pillow's merged upsampling,
-				// which jpeg_skip_scanlines breaks (TestDecodeIndependentOfHistory).
-				o.denom, o.fastDCT = dctDenom(g), true
+				// DCT scaling, the fast IDCT and chroma upsampled by
+				// replication, as Pillow's draft mode does.
+				o.denom, o.fastDCT, o.box = dctDenom(g), true, true
 			}
 			sw, sh := ceilDiv(h.w, o.denom), ceilDiv(h.h, o.denom)
 			sc.build(g, t, o.denom, sw, sh)
 			if path != collate.KernelsGo {
-				return sc.n.jpeg(path, data, h, o, &sc.pl, dst)
+				return sc.n.jpeg(path, data, h, o, sc.pl, dst)
 			}
 			stride := (sc.pl.X1 - sc.pl.X0) * 4
 			sc.region = grow(sc.region, stride*(sc.pl.Y1-sc.pl.Y0))
-			if err := sc.n.jpegRegion(data, h, o, &sc.pl, sc.region, stride); err != nil {
+			if err := sc.n.jpegRegion(data, h, o, sc.pl, sc.region, stride); err != nil {
 				return err
 			}
-			resampleGo(dst, sc.region, stride, &sc.pl, &sc.gs)
+			resampleGo(dst, sc.region, stride, sc.pl, &sc.gs)
 			return nil
 		}
 		// Other component counts: Go's decoder says what it thinks.
@@ -280,9 +305,9 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 	sc.region = grow(sc.region, stride*(sc.pl.Y1-sc.pl.Y0))
 	toRGBX(sc.region, stride, img, sc.pl.X0, sc.pl.Y0, sc.pl.X1, sc.pl.Y1)
 	if hasNative && path != collate.KernelsGo {
-		return sc.n.resample(path, &sc.pl, sc.region, stride, dst)
+		return sc.n.resample(path, sc.pl, sc.region, stride, dst)
 	}
-	resampleGo(dst, sc.region, stride, &sc.pl, &sc.gs)
+	resampleGo(dst, sc.region, stride, sc.pl, &sc.gs)
 	return nil
 }
 

@@ -55,16 +55,18 @@ const (
 	// normalization; bit for bit where the JPEG decoder is the same
 	// libjpeg-turbo).
 	Exact Mode = iota
-	// Fast decodes JPEGs as Pillow's draft mode and tf.data's decode_jpeg
-	// do: with libjpeg's fast integer IDCT, and with DCT scaling (1/2,
-	// 1/4, 1/8) when the crop is at least that many times the output in
-	// both directions, so a large photo is never decoded at full size. It
-	// resizes with Pillow's filter in 16-bit fixed point, the vertical
-	// pass first. Against Exact: about 46 dB PSNR where no DCT scaling
-	// applies (JPEG), within 2 of 255 for the other formats, at least
-	// 35 dB with DCT scaling (tested); about 1.27 times Exact's speed on
-	// ImageNet-sized JPEGs, and faster than TurboJPEG's full decode of the
-	// same files (bench/RESULTS.md). The mode for training throughput.
+	// Fast decodes JPEGs as Pillow's draft mode does: with libjpeg's fast
+	// integer IDCT, the chroma of 4:2:0 and 4:2:2 files upsampled by
+	// replication (libjpeg's merged upsampler) instead of smoothly, and
+	// with DCT scaling (1/2, 1/4, 1/8) when the crop is at least that many
+	// times the output in both directions, so a large photo is never
+	// decoded at full size. It resizes with Pillow's filter in 16-bit
+	// fixed point, the vertical pass first. Against Exact: about 45 dB
+	// PSNR where no DCT scaling applies (JPEG; at least 40 dB, tested),
+	// within 2 of 255 for the other formats, at least 35 dB with DCT
+	// scaling (tested); about 1.4 times Exact's speed on ImageNet-sized
+	// JPEGs, and faster than TurboJPEG's full decode of the same files
+	// (bench/RESULTS.md). The mode for training throughput.
 	Fast
 )
 

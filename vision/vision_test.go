@@ -449,7 +449,8 @@ func TestBatchesIdenticalForAnyWorkers(t *testing.T) {
 }
 
 // Fast mode against Exact on real photos: PSNR >= 40 dB where no DCT
-// scaling applies (the fast IDCT and the 16-bit resampling), >= 35 dB
+// scaling applies (the fast IDCT, box upsampling of the chroma and the
+// 16-bit resampling), >= 35 dB
 // where it does.
 func TestFastModePSNR(t *testing.T) {
 	photos, _ := filepath.Glob("/usr/share/backgrounds/mate/nature/*.jpg")

@@ -190,6 +190,9 @@ func (d *ImageDecoder) jreq(q JPEGRequest) (*C.tb_jreq, error) {
 	if q.FastDCT {
 		d.req.fast_dct = 1
 	}
+	if q.BoxUpsample {
+		d.req.box_upsample = 1
+	}
 	return d.req, nil
 }
 

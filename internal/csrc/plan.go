@@ -113,6 +113,7 @@ type JPEGRequest struct {
 	MaxPixels     int64 // refuse larger images before allocating; 0: no limit
 	ScaleDenom    int   // DCT scaling 1/ScaleDenom: 1, 2, 4 or 8
 	FastDCT       bool  // JDCT_IFAST instead of JDCT_ISLOW
+	BoxUpsample   bool  // chroma upsampled by replication (libjpeg's do_fancy_upsampling off)
 }
 
 // ImageError is a failure of the image kernels: the status and libjpeg's

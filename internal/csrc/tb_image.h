@@ -76,6 +76,9 @@ typedef struct tb_jreq {
 	uint64_t max_pixels;      /* refuse larger images before allocating (0: no limit) */
 	int32_t scale_denom;      /* DCT scaling 1/scale_denom: 1, 2, 4 or 8 */
 	int32_t fast_dct;         /* JDCT_IFAST instead of JDCT_ISLOW */
+	int32_t box_upsample;     /* chroma upsampled by replication (do_fancy_upsampling off; for
+	                           * 4:2:0 and 4:2:2 to RGB, libjpeg's merged upsampler), as
+	                           * Pillow's draft mode: cheaper than the smooth upsampling */
 } tb_jreq;
 
 /* Per-worker state: a libjpeg decompressor and scratch buffers, reused

@@ -201,9 +201,17 @@ static int jpeg_run(tb_imgdec *d, const uint8_t *data, size_t n, const tb_jreq *
 	ci->scale_num = 1;
 	ci->scale_denom = (unsigned)q->scale_denom;
 	ci->dct_method = q->fast_dct ? TB_JDCT_IFAST : TB_JDCT_ISLOW;
-	/* always libjpeg's smooth (fancy) upsampling: its merged upsampler
-	 * returns stale rows after jpeg_skip_scanlines (libjpeg-turbo 2.1.5) */
-	ci->do_fancy_upsampling = 1;
+	ci->do_fancy_upsampling = q->box_upsample ? 0 : 1;
+	/* jpeg_start_decompress makes a color deconverter only where the
+	 * merged upsampler is not used, and jpeg_abort frees it without
+	 * clearing the pointer; jpeg_skip_scanlines (libjpeg-turbo 2.1.5's
+	 * read_and_discard_scanlines) swaps the color_convert of whatever
+	 * cconvert points at: with the merged upsampler, the freed one of an
+	 * earlier image, whose memory may now hold this image's rows (stale
+	 * rows, and reads and writes of freed memory under valgrind). NULL
+	 * here is what a fresh decompressor has. */
+	ci->cconvert = NULL;
+	ci->cquantize = NULL;
 	L->start_decompress(ci);
 	unsigned ow = ci->output_width, oh = ci->output_height;
 	if (x0 < 0 || y0 < 0 || x0 >= x1 || y0 >= y1 || (unsigned)x1 > ow || (unsigned)y1 > oh) {
