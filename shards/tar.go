@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tensorbatch/tensorbatch/engine"
 )
@@ -59,8 +60,9 @@ type TarReader struct {
 	next    *member // read ahead: the first member of the next sample
 	last    string  // name of the last member read, for errors
 	members int
-	dataEnd int64 // where the last member's data, padded, ends
-	err     error // sticky
+	dataEnd int64         // where the last member's data, padded, ends
+	err     error         // sticky
+	buf     *bufio.Reader // from tarBufs, until Close
 }
 
 type member struct {
@@ -72,8 +74,20 @@ type member struct {
 // Close closes r. maxMember bounds a member's size (0 means
 // DefaultMaxMemberBytes).
 func NewTarReader(shard string, r io.ReadCloser, maxMember int64) *TarReader {
-	return newTarReader(shard, bufio.NewReaderSize(r, 1<<20), r, maxMember)
+	br := tarBufs.Get().(*bufio.Reader)
+	br.Reset(r)
+	t := newTarReader(shard, br, r, maxMember)
+	t.buf = br
+	return t
 }
+
+// tarBufs are the read buffers of TarReaders, 1 MiB each (few, large
+// reads from a remote shard), which Close puts back: a new buffer for
+// every shard opened was as many bytes to allocate, and to collect, as
+// the images of a shard of a few hundred.
+var tarBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, tarBufSize) }}
+
+const tarBufSize = 1 << 20
 
 // newTarReader reads tar from r and closes c. When r is an io.Seeker,
 // archive/tar seeks over the member data it is not asked for.
@@ -131,6 +145,9 @@ func (t *TarReader) Next(ctx context.Context) (engine.Record, error) {
 // only, with the checks of Next (and the same errors). Call it on a new
 // TarReader instead of Next.
 func (t *TarReader) Count(ctx context.Context) (int, error) {
+	if t.err != nil { // closed
+		return 0, t.err
+	}
 	n, key, exts := 0, "", map[string]bool{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -280,7 +297,13 @@ func (t *TarReader) Close() error {
 	if t.err == nil || t.err == io.EOF {
 		t.err = fmt.Errorf("shards: %s: read after Close", t.shard)
 	}
-	return t.rc.Close()
+	err := t.rc.Close()
+	if t.buf != nil { // nothing reads it any more: every read checks t.err first
+		t.buf.Reset(nil)
+		tarBufs.Put(t.buf)
+		t.buf = nil
+	}
+	return err
 }
 
 // readErr is the error of a read that failed with err: a remote read
