@@ -430,7 +430,7 @@ type streamEpoch struct {
 	err     error            // the first read error
 	done    bool             // every read is made, or err is set
 	reading bool             // a goroutine holds the cursor
-	paused  bool             // the read-ahead waits for held bytes to drop
+	paused  bool             // the read-ahead waits: for the cursor, a Fill that reads, or held records to drop
 	ended   bool             // end was called
 	changed chan struct{}    // closed and replaced at every change a waiter waits for
 
