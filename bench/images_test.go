@@ -60,7 +60,8 @@ func TestImageRows(t *testing.T) {
 // -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS, TB_HIRES_COUNT
 // change the size). The source rows and the high-resolution set (issue
 // 23) follow the ImageNet-like rows; TB_IMAGE_ONLY=sources or hires runs
-// only that part.
+// only that part. TB_IMAGE_DIR names an ImageNet-like folder to use
+// instead of making one.
 func TestImageRowsFull(t *testing.T) {
 	if os.Getenv("TB_IMAGE_BENCH") == "" {
 		t.Skip("set TB_IMAGE_BENCH=1")
@@ -75,6 +76,7 @@ func TestImageRowsFull(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("TB_IMAGE_ROUNDS")); err == nil {
 		imgOpts.rounds = n
 	}
+	imgOpts.dir = os.Getenv("TB_IMAGE_DIR") // an ImageFolder made already: its images, whatever TB_IMAGE_COUNT says
 	defer func() { imgOpts = imageOpts{} }()
 	p, err := findPeer()
 	if err != nil {

@@ -65,9 +65,10 @@ type IterableConfig struct {
 	// ShuffleBuffer is the records of the shuffle buffer each rank reads
 	// through (WebDataset's shuffle(n)); 0 or 1: none.
 	ShuffleBuffer int
-	// ReadAheadBytes bounds the records read ahead of the workers beyond
-	// the shuffle buffer; 0 means 64 MiB. It is separate from the window
-	// of pinned batches.
+	// ReadAheadBytes bounds the records read ahead of the workers; 0
+	// means 64 MiB. The read-ahead also holds no more than the shuffle
+	// buffer and a batch of records. It is separate from the window of
+	// pinned batches.
 	ReadAheadBytes int64
 	// DropUneven cuts the epoch's samples down to a multiple of the world
 	// size, dropping fewer than WorldSize from its end (DistributedSampler's
@@ -90,11 +91,12 @@ const DefaultReadAheadBytes = 64 << 20
 // fewer than WorldSize that pad. A shard is read by the ranks whose span
 // overlaps it (a rank reads, and drops, the records of a shard before its
 // span), so any world size works, more ranks than shards included.
-// One reader goroutine per rank reads its span in order; the order of
-// its samples through the shuffle buffer is computed from the shards'
-// counts alone, at the epoch's start, so workers Decode records in
-// parallel and every batch is bit-identical for any Workers and
-// PrefetchFactor. The order depends on the world size: each rank shuffles
+// Each rank reads its span in order, one record at a time, a worker
+// reading the record it waits for itself and a read-ahead goroutine
+// keeping a little ahead of the workers; the order of its samples
+// through the shuffle buffer is computed from the shards' counts alone,
+// at the epoch's start, so workers Decode records in parallel and every
+// batch is bit-identical for any Workers and PrefetchFactor. The order depends on the world size: each rank shuffles
 // its own span. Slot.Index of a record is its global id, the
 // first id of its shard (shards numbered in listed order) plus its
 // position in the shard, so Slot.Rand is the same on every rank and run.
@@ -177,8 +179,8 @@ func (d *IterableDataset) ReadRetries() int64 {
 	return 0
 }
 
-// Fill waits for the reader of the loader's epoch to have read the record
-// of s.Index() and decodes it into s.
+// Fill takes the record of s.Index() from the reads of the loader's epoch,
+// reading up to it itself when nobody else reads, and decodes it into s.
 func (d *IterableDataset) Fill(ctx context.Context, s *Slot) error {
 	e, ok := s.reader.(*streamEpoch)
 	if !ok || e.d != d {
@@ -331,52 +333,90 @@ func (s streamSampler) Order(epoch int) []int {
 // IterableDataset at once, each its own epochs.
 func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader {
 	reads, _ := d.plan(epoch, cfg.Seed, sh)
-	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{})}
+	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{}), cur: -1,
+		lead: max(d.sc.ShuffleBuffer, 1) + cfg.BatchSize}
 	for k := range batches.count() {
 		for _, id := range batches.batch(k) {
 			e.demand[id]++
 		}
 	}
+	e.done = len(reads) == 0
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.wg.Add(1)
 	go e.run()
 	return e
 }
 
-// wait waits for the epoch's reader to end and returns its error, so that
-// a shard that disagrees with its count where no batch waits for it (a
-// dropped last batch, the look past a shard's last record) fails the
-// epoch too. Called after the epoch's last batch: the reader holds
-// nothing then, so it never pauses.
+// NOTE [stream reads]
+//
+// An epoch's records are read in one order (reads), by one goroutine at a
+// time: whoever holds the cursor (streamEpoch.reading). A Fill whose
+// record is not read yet takes the cursor itself, when nobody holds it,
+// and reads on until its record is there. Beside the workers, the
+// epoch's read-ahead goroutine (run) takes the cursor for one record at a
+// time while no Fill waits for an unread record and fewer than the
+// shuffle buffer and a batch of records (lead), and at most
+// ReadAheadBytes, are held: enough to keep the workers from waiting on a
+// slow shard, no more.
+//
+// Before, the read-ahead goroutine alone read, up to ReadAheadBytes (64
+// MiB: all of a few hundred images), and a Fill waited for it. So at an
+// epoch's start the workers blocked until a third goroutine, competing
+// with them for the Ps (and, on a busy machine, for the CPUs), read their
+// records and woke them, one wake-up per record; and it went on reading
+// the whole epoch, its allocations starting a GC whose mark worker took
+// one P, while the first batch's images waited to be decoded. An
+// execution trace on 2 CPUs showed the first decode 8 ms after the
+// epoch's first record was read, and a worker's first decode after 60 ms.
+//
+// Who reads changes nothing else: the records and their order are the
+// same, so batches stay bit-identical for any Workers. A read that fails
+// because its reader's ctx ended (a cancelled caller, a sample's Timeout)
+// leaves no error behind: the cursor closes its shard, and whoever reads
+// next reopens it and skips to the record, keeping only what is still
+// demanded. Any other read error is the epoch's, and every later Fill
+// returns it.
+
+// wait reads what is left of the epoch (a dropped last batch, the look
+// past a shard's last record) and returns the first read error, so that a
+// shard that disagrees with its count where no batch waits for it fails
+// the epoch too. Called after the epoch's last batch.
 func (e *streamEpoch) wait(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for !e.done {
-		changed := e.changed
-		e.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			e.mu.Lock()
-			return context.Cause(ctx)
+		if !e.reading {
+			if err := e.readUntil(ctx, -1); err != nil && e.err == nil {
+				return err
+			}
+			continue
 		}
-		e.mu.Lock()
+		if err := e.await(ctx); err != nil {
+			return err
+		}
 	}
 	return e.err
 }
 
-// end stops the epoch's reader and drops what it read.
+// end stops the epoch's read-ahead and closes its shard; a Fill still
+// reading (abandoned at a Timeout) closes it when its read returns.
 func (e *streamEpoch) end() {
 	e.cancel()
 	e.wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = true
+	if !e.reading {
+		e.closeShard()
+	}
 }
 
-// streamEpoch is one epoch's reader and the records it read that a Fill
-// has not taken yet.
+// streamEpoch is one epoch's reads and the records read that a Fill has
+// not taken yet; see NOTE [stream reads].
 type streamEpoch struct {
 	d      *IterableDataset
 	reads  []read
-	ctx    context.Context
+	ctx    context.Context // the read-ahead's: cancelled by end
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -384,25 +424,48 @@ type streamEpoch struct {
 	demand  map[int]int      // Fills still to come, by id: a record nobody asks for is not kept
 	held    map[int][]Record // read, not yet taken
 	bytes   int64            // of held
+	records int              // in held
+	lead    int              // the most records the read-ahead holds: the shuffle buffer and a batch
 	want    map[int]int      // Fills waiting, by id
-	err     error            // the reader's failure
-	done    bool             // the reader has ended
-	changed chan struct{}    // closed and replaced at every change
+	err     error            // the first read error
+	done    bool             // every read is made, or err is set
+	reading bool             // a goroutine holds the cursor
+	paused  bool             // the read-ahead waits: for the cursor, a Fill that reads, or held records to drop
+	ended   bool             // end was called
+	changed chan struct{}    // closed and replaced at every change a waiter waits for
+
+	// The cursor, touched only by the goroutine that set reading: the
+	// next read, and the shard rr reads with the offset of its next record.
+	at        int
+	rr        RecordReader
+	cur, next int
 }
 
-// notify wakes the Fills and the reader. Called with e.mu held.
+// notify wakes the Fills and the read-ahead. Called with e.mu held.
 func (e *streamEpoch) notify() {
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
-// take returns the record of id, waiting for the reader.
+// await waits, with e.mu held, until the next notify or ctx's end.
+func (e *streamEpoch) await(ctx context.Context) error {
+	changed := e.changed
+	e.mu.Unlock()
+	defer e.mu.Lock()
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// take returns the record of id: a held one, or read by this Fill when
+// nobody is reading.
 func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.want[id]++; len(e.held[id]) == 0 {
-		e.notify() // a reader pausing for the read-ahead bound reads on
-	}
+	e.want[id]++
 	defer func() {
 		if e.want[id]--; e.want[id] == 0 {
 			delete(e.want, id)
@@ -417,8 +480,11 @@ func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
 				e.held[id] = recs[:len(recs)-1]
 			}
 			e.bytes -= int64(rec.Size())
+			e.records--
 			e.demand[id]--
-			e.notify()
+			if e.paused && !e.reading && e.records < e.lead && e.bytes <= e.d.sc.ReadAheadBytes {
+				e.notify() // the read-ahead may read on
+			}
 			return rec, nil
 		}
 		switch {
@@ -426,80 +492,157 @@ func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
 			return Record{}, e.err
 		case e.done:
 			return Record{}, fmt.Errorf("engine: stream record %d was never read", id)
+		case !e.reading:
+			if err := e.readUntil(ctx, id); err != nil && e.err == nil {
+				return Record{}, err
+			}
+			continue
 		}
-		changed := e.changed
-		e.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			e.mu.Lock()
-			return Record{}, context.Cause(ctx)
+		if err := e.await(ctx); err != nil {
+			return Record{}, err
 		}
-		e.mu.Lock()
 	}
 }
 
-// run reads the epoch's records in order, keeping those a Fill will ask
-// for, and pauses while more than ReadAheadBytes are held unless a Fill
-// waits for a record not read yet.
-func (e *streamEpoch) run() {
-	defer e.wg.Done()
-	err := e.read()
-	e.mu.Lock()
-	e.err, e.done = err, true
-	e.notify()
-	e.mu.Unlock()
-}
-
-func (e *streamEpoch) read() error {
-	d := e.d
-	var rr RecordReader
-	cur, next := -1, 0 // the shard rr reads, and the offset of its next record
-	defer func() {
-		if rr != nil {
-			rr.Close()
-		}
-	}()
-	for _, rd := range e.reads {
-		sh := d.shards[rd.shard]
-		if rd.shard != cur || rd.offset < next {
-			if rr != nil {
-				rr.Close()
-				rr = nil
-			}
-			r, err := d.src.Open(e.ctx, sh)
-			if err != nil {
-				return fmt.Errorf("engine: stream: opening shard %q: %w", sh.Name, err)
-			}
-			rr, cur, next = r, rd.shard, 0
-		}
-		for ; next <= rd.offset; next++ { // records before offset are another rank's
-			if err := e.ctx.Err(); err != nil {
-				return err
-			}
-			rec, err := rr.Next(e.ctx)
-			switch {
-			case errors.Is(err, io.EOF):
-				return fmt.Errorf("engine: stream: shard %q ended after %d records, listed with %d", sh.Name, next, sh.Samples)
-			case err != nil:
-				return fmt.Errorf("engine: stream: shard %q, record %d: %w", sh.Name, next, err)
-			}
-			if next == rd.offset {
-				if err := e.keep(d.first[rd.shard]+rd.offset, rec); err != nil {
-					return err
-				}
-			}
-		}
-		if next == sh.Samples { // a shard longer than listed would lose samples
-			if _, err := rr.Next(e.ctx); !errors.Is(err, io.EOF) {
-				if err == nil {
-					err = fmt.Errorf("more records than the %d listed", sh.Samples)
-				}
-				return fmt.Errorf("engine: stream: shard %q, after record %d: %w", sh.Name, next-1, err)
-			}
+// readUntil takes the cursor and reads until the record of id is held
+// (id -1: to the end), with ctx. Called with e.mu held and nobody
+// reading; returns with e.mu held, the cursor released, and the error of
+// the read that stopped it: e.err, or ctx's cause.
+func (e *streamEpoch) readUntil(ctx context.Context, id int) error {
+	if e.ended {
+		return errEpochEnded
+	}
+	e.reading = true
+	defer e.release()
+	for !e.done && (id < 0 || len(e.held[id]) == 0) {
+		if err := e.readOne(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// errEpochEnded is what a Fill abandoned past its epoch's end gets.
+var errEpochEnded = errors.New("engine: stream: the epoch ended")
+
+// release gives the cursor back, closing the shard if the epoch ended
+// meanwhile, and wakes whoever waits for it. Called with e.mu held.
+func (e *streamEpoch) release() {
+	e.reading = false
+	if e.ended || e.done {
+		e.closeShard()
+	}
+	e.notify()
+}
+
+// closeShard closes the cursor's shard: at the epoch's end, after its
+// last read or error, or after a read its reader's ctx cut short. Called
+// by the cursor's holder, or with nobody reading.
+func (e *streamEpoch) closeShard() {
+	if e.rr != nil {
+		e.rr.Close()
+		e.rr, e.cur, e.next = nil, -1, 0
+	}
+}
+
+// readOne makes the cursor's next read, with e.mu released while it
+// reads, and keeps its record. Called by the cursor's holder with e.mu
+// held.
+func (e *streamEpoch) readOne(ctx context.Context) error {
+	rd := e.reads[e.at]
+	e.mu.Unlock()
+	rec, ok, err := e.read(ctx, rd)
+	e.mu.Lock()
+	if err != nil && ctx.Err() != nil { // cut short by the reader's ctx: the next reader reopens the shard
+		e.closeShard()
+		return context.Cause(ctx)
+	}
+	if ok {
+		id := e.d.first[rd.shard] + rd.offset
+		if e.demand[id] > len(e.held[id]) {
+			e.held[id] = append(e.held[id], rec)
+			e.bytes += int64(rec.Size())
+			e.records++
+			if e.want[id] > 0 {
+				e.notify()
+			}
+		}
+	}
+	if err != nil {
+		e.err, e.done = err, true
+		e.notify()
+		return err
+	}
+	if e.at++; e.at == len(e.reads) {
+		e.done = true
+		e.notify()
+	}
+	return nil
+}
+
+// read reads rd's record with the cursor, opening its shard when the
+// cursor is elsewhere and skipping the records before it (another
+// rank's), and after a shard's last record checks that it has no more:
+// an error there comes with the record, which is kept, so that the
+// batches before it are delivered. Called by the cursor's holder without
+// e.mu.
+func (e *streamEpoch) read(ctx context.Context, rd read) (rec Record, ok bool, err error) {
+	d := e.d
+	sh := d.shards[rd.shard]
+	if rd.shard != e.cur || rd.offset < e.next {
+		e.closeShard()
+		r, err := d.src.Open(ctx, sh)
+		if err != nil {
+			return Record{}, false, fmt.Errorf("engine: stream: opening shard %q: %w", sh.Name, err)
+		}
+		e.rr, e.cur, e.next = r, rd.shard, 0
+	}
+	for ; e.next <= rd.offset; e.next++ { // records before offset are another rank's
+		if err := ctx.Err(); err != nil {
+			return Record{}, false, err
+		}
+		r, err := e.rr.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return Record{}, false, fmt.Errorf("engine: stream: shard %q ended after %d records, listed with %d", sh.Name, e.next, sh.Samples)
+		case err != nil:
+			return Record{}, false, fmt.Errorf("engine: stream: shard %q, record %d: %w", sh.Name, e.next, err)
+		}
+		rec = r
+	}
+	if e.next == sh.Samples { // a shard longer than listed would lose samples
+		if _, err := e.rr.Next(ctx); !errors.Is(err, io.EOF) {
+			if err == nil {
+				err = fmt.Errorf("more records than the %d listed", sh.Samples)
+			}
+			return rec, true, fmt.Errorf("engine: stream: shard %q, after record %d: %w", sh.Name, e.next-1, err)
+		}
+	}
+	return rec, true, nil
+}
+
+// run is the epoch's read-ahead: it takes the cursor for one record at a
+// time while nobody else reads, no Fill waits for a record not read yet
+// (that Fill reads it: see NOTE [stream reads]) and at most
+// ReadAheadBytes are held, until the last read or end.
+func (e *streamEpoch) run() {
+	defer e.wg.Done()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for !e.done && e.ctx.Err() == nil {
+		if e.reading || e.starved() || e.records >= e.lead || e.bytes > e.d.sc.ReadAheadBytes {
+			e.paused = true
+			err := e.await(e.ctx)
+			e.paused = false
+			if err != nil {
+				return
+			}
+			continue
+		}
+		e.reading = true
+		e.readOne(e.ctx) // its error is e.err, or the end's
+		e.release()
+	}
 }
 
 // starved reports whether a Fill waits for a record not read yet (one
@@ -512,28 +655,4 @@ func (e *streamEpoch) starved() bool {
 		}
 	}
 	return false
-}
-
-// keep holds rec for the Fills of id, then waits while too much is held.
-func (e *streamEpoch) keep(id int, rec Record) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.demand[id] > len(e.held[id]) {
-		e.held[id] = append(e.held[id], rec)
-		e.bytes += int64(rec.Size())
-		e.notify()
-	}
-	for e.bytes > e.d.sc.ReadAheadBytes && !e.starved() {
-		changed := e.changed
-		e.mu.Unlock()
-		select {
-		case <-changed:
-		case <-e.ctx.Done():
-		}
-		e.mu.Lock()
-		if e.ctx.Err() != nil {
-			return e.ctx.Err()
-		}
-	}
-	return e.ctx.Err()
 }

@@ -289,7 +289,8 @@ func (t *TarReader) errorf(format string, args ...any) error {
 	return fmt.Errorf("shards: %s: %s", t.shard, fmt.Errorf(format, args...))
 }
 
-// Close closes the shard.
+// Close closes the shard and gives its read buffer back for the next
+// TarReader: it must not run concurrently with Next or Count.
 func (t *TarReader) Close() error {
 	if t.err == nil || t.err == io.EOF {
 		t.err = fmt.Errorf("shards: %s: read after Close", t.shard)
