@@ -57,6 +57,16 @@ type Iterable interface {
 	Decode(ctx context.Context, rec Record, s *Slot) error
 }
 
+// A Prefetcher is an Iterable that fetches shards ahead of use, as
+// shards.Source does into its Cache. The reader of each rank calls
+// Prefetch just before it opens a shard, with the shards it opens after
+// that one this epoch, in order (the epoch's shard order, shuffled or
+// not, as the rank's span has it). next is the reader's own: read it
+// during the call, do not keep or modify it.
+type Prefetcher interface {
+	Prefetch(next []ShardInfo)
+}
+
 // IterableConfig says how an Iterable is read.
 type IterableConfig struct {
 	// ShuffleShards visits the shards in an order that is a pure function
@@ -340,6 +350,13 @@ func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batc
 			e.demand[id]++
 		}
 	}
+	if _, ok := d.src.(Prefetcher); ok {
+		for i, rd := range reads {
+			if i == 0 || rd.shard != reads[i-1].shard {
+				e.opens, e.opened = append(e.opens, d.shards[rd.shard]), append(e.opened, i)
+			}
+		}
+	}
 	e.done = len(reads) == 0
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.wg.Add(1)
@@ -439,6 +456,11 @@ type streamEpoch struct {
 	at        int
 	rr        RecordReader
 	cur, next int
+
+	// For a Prefetcher: the shards in the order the reads open them, and
+	// the read that opens each.
+	opens  []ShardInfo
+	opened []int
 }
 
 // notify wakes the Fills and the read-ahead. Called with e.mu held.
@@ -551,7 +573,7 @@ func (e *streamEpoch) closeShard() {
 func (e *streamEpoch) readOne(ctx context.Context) error {
 	rd := e.reads[e.at]
 	e.mu.Unlock()
-	rec, ok, err := e.read(ctx, rd)
+	rec, ok, err := e.read(ctx, e.at)
 	e.mu.Lock()
 	if err != nil && ctx.Err() != nil { // cut short by the reader's ctx: the next reader reopens the shard
 		e.closeShard()
@@ -580,17 +602,21 @@ func (e *streamEpoch) readOne(ctx context.Context) error {
 	return nil
 }
 
-// read reads rd's record with the cursor, opening its shard when the
+// read reads the record of reads[at] with the cursor, opening its shard when the
 // cursor is elsewhere and skipping the records before it (another
 // rank's), and after a shard's last record checks that it has no more:
 // an error there comes with the record, which is kept, so that the
 // batches before it are delivered. Called by the cursor's holder without
 // e.mu.
-func (e *streamEpoch) read(ctx context.Context, rd read) (rec Record, ok bool, err error) {
-	d := e.d
+func (e *streamEpoch) read(ctx context.Context, at int) (rec Record, ok bool, err error) {
+	d, rd := e.d, e.reads[at]
 	sh := d.shards[rd.shard]
 	if rd.shard != e.cur || rd.offset < e.next {
 		e.closeShard()
+		if p, ok := d.src.(Prefetcher); ok {
+			k, _ := slices.BinarySearch(e.opened, at+1) // the first shard opened after this read
+			p.Prefetch(e.opens[k:])
+		}
 		r, err := d.src.Open(ctx, sh)
 		if err != nil {
 			return Record{}, false, fmt.Errorf("engine: stream: opening shard %q: %w", sh.Name, err)

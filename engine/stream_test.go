@@ -8,6 +8,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -420,4 +421,64 @@ func TestIterableDatasetServesLoadersOneAfterAnother(t *testing.T) {
 	defer stop()
 	got, _ := runSteps(t, newLoader(t, d, cfg), 0, 1, -1)
 	assert.Equal(t, want, got)
+}
+
+// prefetchStream is a memStream that is a Prefetcher, and logs the
+// Prefetch and Open calls in the order they came.
+type prefetchStream struct {
+	*memStream
+	mu  sync.Mutex
+	log []string
+}
+
+func (p *prefetchStream) Prefetch(next []engine.ShardInfo) {
+	names := make([]string, len(next))
+	for i, sh := range next {
+		names[i] = sh.Name
+	}
+	p.mu.Lock()
+	p.log = append(p.log, "prefetch "+strings.Join(names, " "))
+	p.mu.Unlock()
+}
+
+func (p *prefetchStream) Open(ctx context.Context, sh engine.ShardInfo) (engine.RecordReader, error) {
+	p.mu.Lock()
+	p.log = append(p.log, "open "+sh.Name)
+	p.mu.Unlock()
+	return p.memStream.Open(ctx, sh)
+}
+
+// TestStreamTellsAPrefetcherWhatItOpensNext: before each shard it opens,
+// a rank's reader tells a Prefetcher the shards it opens after that one
+// this epoch, in their order, shuffled or not, with any world size.
+func TestStreamTellsAPrefetcherWhatItOpensNext(t *testing.T) {
+	for _, tc := range []struct {
+		shuffle     bool
+		rank, world int
+	}{{false, 0, 1}, {true, 0, 1}, {true, 1, 2}, {true, 2, 3}} {
+		p := &prefetchStream{memStream: newMemStream(5, 0, 7, 3, 9, 4, 6, 2)}
+		d, err := engine.FromIterable(context.Background(), p, engine.IterableConfig{ShuffleShards: tc.shuffle, ShuffleBuffer: 5})
+		require.NoError(t, err)
+		l := newLoader(t, d, engine.Config{BatchSize: 3, Workers: 2, Seed: 4, Rank: tc.rank, WorldSize: tc.world})
+		for epoch := range 2 {
+			p.log = nil
+			collect(t, l, epoch)
+			var opens []string
+			for _, e := range p.log {
+				if name, ok := strings.CutPrefix(e, "open "); ok {
+					opens = append(opens, name)
+				}
+			}
+			require.NotEmpty(t, opens)
+			if tc.world == 1 {
+				assert.Len(t, opens, 7, "every shard but the empty one, once")
+			}
+			for k, name := range opens {
+				i := slices.Index(p.log, "open "+name)
+				require.Positive(t, i, "%+v epoch %d: %s opened before any Prefetch", tc, epoch, name)
+				assert.Equal(t, strings.TrimSpace("prefetch "+strings.Join(opens[k+1:], " ")), strings.TrimSpace(p.log[i-1]), "%+v epoch %d: before opening %s", tc, epoch, name)
+				p.log[i] = "" // a shard opened twice (the padding) is found again
+			}
+		}
+	}
 }

@@ -73,11 +73,12 @@ const DefaultCacheReadAhead = 2
 // streams from then on; a temp file cut short is removed, never renamed,
 // and the reads in progress complete from the server.
 //
-// Read-ahead: when a shard is opened, the next CacheReadAhead shards of
-// the Source's list (wrapping around) are fetched into dir in the
-// background, if not there already. That is the order an epoch reads
-// them in without IterableConfig.ShuffleShards; with it, the read-ahead
-// guesses wrong and costs its downloads, bounded by CacheReadAhead.
+// Read-ahead: as a rank's reader opens a shard, the next CacheReadAhead
+// shards it opens this epoch are fetched into dir in the background, if
+// not there already: the epoch's order, shuffled or not, and the rank's
+// span only (the engine says it, see Source.Prefetch). A Source whose
+// Open is called without the engine fetches the next shards of its list
+// (wrapping around) instead.
 // Close the Source to cancel the downloads in flight.
 //
 // Source.StorageStats (and engine.Stats.Storage) counts the requests, bytes, hits, misses and

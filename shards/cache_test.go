@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -564,4 +565,43 @@ func TestCacheShardRemovedBehindTheSourceIsFetchedAgain(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, k), data[1][:len(data[1])/2], 0o644))
 	_, ok = src2.cache.cachedSize(urls[1])
 	assert.False(t, ok, "the size differs from the .meta's")
+}
+
+// TestCacheReadAheadFollowsTheRanksOrder: with shuffled shards and two
+// ranks, the read-ahead fetches the shards rank 0 opens next, in the
+// epoch's order (the engine tells the Source: engine.Prefetcher), and
+// none of rank 1's.
+func TestCacheReadAheadFollowsTheRanksOrder(t *testing.T) {
+	const shards, per = 8, 20
+	f, urls, _ := cacheServer(t, slices.Repeat([]int{per}, shards)...)
+	shardRequests(f)
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	src, err := FromNames(urls, testSchema, decodeTest, UseOpener(o), Cache(t.TempDir(), 1<<30), CacheReadAhead(2))
+	require.NoError(t, err)
+	defer src.Close()
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleShards: true})
+	require.NoError(t, err)
+	shardRequests(f) // the listing's
+	for epoch := range 2 {
+		ids, _, _, err := load(t, d, engine.Config{BatchSize: 5, Seed: 11, Workers: 2, Rank: 0, WorldSize: 2}, epoch)
+		require.NoError(t, err)
+		mine := map[string]bool{}
+		for _, id := range flat(ids) {
+			mine[fmt.Sprintf("/train-%04d.tar", id/per)] = true
+		}
+		require.Len(t, mine, shards/2)
+		f.mu.Lock()
+		for _, r := range f.log {
+			if path, _, _ := strings.Cut(r, " "); strings.HasSuffix(path, ".tar") {
+				assert.True(t, mine[path], "epoch %d: %s is rank 1's, fetched by rank 0", epoch, path)
+			}
+		}
+		f.log = nil
+		f.mu.Unlock()
+	}
+	require.NoError(t, src.Close())
+	st := src.StorageStats()
+	assert.Positive(t, st.ReadAheads)
+	assert.Positive(t, st.Hits, "shards read ahead are opened from the cache")
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -44,6 +45,8 @@ type Source struct {
 	decode DecodeFunc
 	o      options
 	cache  *cache // nil without the Cache option
+
+	told atomic.Bool // Prefetch was called: the reader says what comes next
 }
 
 // Option configures a Source.
@@ -317,12 +320,33 @@ func (s *Source) open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	for j := 1; j <= s.cache.ahead && j < len(s.names); j++ {
-		if next := s.names[(s.pos[name]+j)%len(s.names)]; remote(next) {
-			s.cache.readAhead(next)
+	if !s.told.Load() { // the list's order: a guess where shards are shuffled
+		for j := 1; j <= s.cache.ahead && j < len(s.names); j++ {
+			if next := s.names[(s.pos[name]+j)%len(s.names)]; remote(next) {
+				s.cache.readAhead(next)
+			}
 		}
 	}
 	return rc, nil
+}
+
+// Prefetch fetches the first CacheReadAhead shards of next into the
+// cache in the background, those not there or on their way already; it
+// does nothing without a Cache. The engine's reader of each rank calls it
+// (engine.Prefetcher) as it opens a shard, with the shards it opens after
+// it this epoch, in their order, just before it opens it: shuffled or
+// not, the read-ahead fetches what will be read. Once it has been called, Open no longer guesses the
+// next shards from the Source's list.
+func (s *Source) Prefetch(next []engine.ShardInfo) {
+	if s.cache == nil {
+		return
+	}
+	s.told.Store(true)
+	for _, sh := range next[:min(s.cache.ahead, len(next))] {
+		if remote(sh.Name) {
+			s.cache.readAhead(sh.Name)
+		}
+	}
 }
 
 // Open starts reading a shard from its first sample.
