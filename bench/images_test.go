@@ -60,8 +60,9 @@ func TestImageRows(t *testing.T) {
 // -timeout 30m ./bench/ (TB_IMAGE_COUNT, TB_IMAGE_ROUNDS, TB_HIRES_COUNT
 // change the size). The source rows and the high-resolution set (issue
 // 23) follow the ImageNet-like rows; TB_IMAGE_ONLY=sources or hires runs
-// only that part. TB_IMAGE_DIR names an ImageNet-like folder to use
-// instead of making one.
+// only that part, TB_IMAGE_ONLY=percore only the ImageNet-like per-core
+// rows. TB_IMAGE_DIR names an ImageNet-like folder to use instead of
+// making one; TB_NO_TORCH=1 leaves out the Python peer.
 func TestImageRowsFull(t *testing.T) {
 	if os.Getenv("TB_IMAGE_BENCH") == "" {
 		t.Skip("set TB_IMAGE_BENCH=1")
@@ -83,20 +84,20 @@ func TestImageRowsFull(t *testing.T) {
 		t.Logf("no PyTorch: %v", err)
 	}
 	o := &options{out: filepath.Join(repoRoot(), "bench", "results"), peer: "auto"}
-	if p == nil {
-		o.peer = "off"
+	if p == nil || os.Getenv("TB_NO_TORCH") == "1" {
+		o.peer, p = "off", nil
 	}
 	only := os.Getenv("TB_IMAGE_ONLY")
-	ib := &imageBench{onlyDir: only != ""}
+	ib := &imageBench{onlyDir: only == "sources" || only == "hires"}
 	require.NoError(t, ib.run(o, p))
 	var out bytes.Buffer
 	require.NoError(t, ib.report(&out, o.out))
-	if only != "hires" {
+	if only != "hires" && only != "percore" {
 		var sb sourceBench
 		require.NoError(t, sb.run(o, p, ib))
 		require.NoError(t, sb.report(&out, o.out))
 	}
-	if only != "sources" {
+	if only != "sources" && only != "percore" {
 		hb := &imageBench{hires: true}
 		require.NoError(t, hb.run(o, p))
 		require.NoError(t, hb.report(&out, o.out))
