@@ -101,27 +101,35 @@ func (d emptyBatches) FillBatch(context.Context, *engine.BatchSlot) error { retu
 
 // BenchmarkBatchOverhead runs batches of 32 token windows that FillBatch
 // leaves as they are: the time a batch is the loader's overhead (compare
-// BenchmarkTokens in shards, where the copy is most of it).
+// BenchmarkTokens in shards, where the copy is most of it). The shuffled
+// order computes each index (NOTE [feistel]); the sequential one, which
+// shards.Megatron runs under (it shuffles itself), leaves the engine's
+// own delivery path.
 func BenchmarkBatchOverhead(b *testing.B) {
 	for _, w := range []int{0, 1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			l, err := engine.New(emptyBatches{1 << 14}, engine.Config{BatchSize: 32, Shuffle: true, Seed: 1, Workers: w, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) { batchOverhead(b, w, true) })
+	}
+	for _, w := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("sequential/workers=%d", w), func(b *testing.B) { batchOverhead(b, w, false) })
+	}
+}
+
+func batchOverhead(b *testing.B, w int, shuffle bool) {
+	l, err := engine.New(emptyBatches{1 << 14}, engine.Config{BatchSize: 32, Shuffle: shuffle, Seed: 1, Workers: w, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	for e := 0; n < b.N; e++ {
+		for _, err := range l.Epoch(context.Background(), e) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer l.Close()
-			n := 0
-			for e := 0; n < b.N; e++ {
-				for _, err := range l.Epoch(context.Background(), e) {
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n++; n == b.N {
-						break
-					}
-				}
+			if n++; n == b.N {
+				break
 			}
-		})
+		}
 	}
 }
 

@@ -399,6 +399,9 @@ func (r *run) fillBatch(w *worker, p *pending, k int) {
 		}
 	}
 	for pos, index := range indices {
+		if len(r.l.dyn) == 0 { // no Dynamic field: no length to check
+			break
+		}
 		if err := r.checkLengths(p.buf.Bytes(), pos); err != nil {
 			r.sampleFailed(p, pos, &SampleError{Index: index, Epoch: r.epoch, Worker: w.id, Err: err})
 			break
@@ -431,8 +434,23 @@ func stackNote(stack []byte) string {
 
 // complete finishes batch k once its last sample is filled: the padding of
 // its Dynamic fields, then its copy to the device. A panic there (a bug,
-// never input: lengths are checked) becomes the batch's error.
+// never input: lengths are checked) becomes the batch's error. A batch
+// with nothing to pad, compact or copy (no Dynamic field, the cpu
+// backend, no sample skipped) is marked complete under one lock of r.mu
+// instead of two, the one the consumer and the other workers contend for.
 func (r *run) complete(w *worker, p *pending, k int) {
+	if len(r.l.dyn) == 0 && r.l.gpu == nil {
+		r.mu.Lock()
+		if p.err != nil || len(p.failed) == 0 {
+			if p.err == nil {
+				r.l.stats.pad.observe(0) // as below
+			}
+			r.completed(p)
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+	}
 	err := func() (err error) {
 		defer func() {
 			if v := recover(); v != nil {
@@ -471,10 +489,16 @@ func (r *run) complete(w *worker, p *pending, k int) {
 	if err != nil && p.err == nil {
 		p.err, p.errPos = err, -1
 	}
+	r.completed(p)
+	r.mu.Unlock()
+}
+
+// completed marks batch p complete and wakes whoever waits for it. Called
+// with r.mu held.
+func (r *run) completed(p *pending) {
 	p.complete = true
 	r.done.Add(1)
 	r.notify()
-	r.mu.Unlock()
 }
 
 // toDevice queues batch k's copy to device memory on the worker's stream,
