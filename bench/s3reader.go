@@ -317,27 +317,9 @@ func (set *s3Set) sdkDecode(c *s3.Client, pipe *vision.Pipeline) func(ctx contex
 		}
 		defer out.Body.Close()
 		dst := make([]byte, pipe.Schema()[0].Bytes())
-		tr := tar.NewReader(out.Body)
-		var data bytes.Buffer // reused: a bare loop keeps no record
-		n := 0
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			data.Reset()
-			if _, err := data.ReadFrom(tr); err != nil {
-				return err
-			}
-			if strings.HasSuffix(h.Name, ".jpg") {
-				if err := pipe.Decode(data.Bytes(), nil, dst); err != nil {
-					return err
-				}
-				n++
-			}
+		n, err := s3test.DecodeTarJPEGs(out.Body, func(b []byte) error { return pipe.Decode(b, nil, dst) })
+		if err != nil {
+			return err
 		}
 		if n != set.records {
 			return fmt.Errorf("%s: %d images of %d", set.keys[i], n, set.records)

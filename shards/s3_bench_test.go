@@ -12,7 +12,6 @@ import (
 	"image/jpeg"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -329,27 +328,9 @@ func (e *s3Bench) sdkPass() error {
 			}
 			return err
 		}
-		tr := tar.NewReader(out.Body)
-		var buf bytes.Buffer
-		n := 0
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			buf.Reset()
-			if _, err := buf.ReadFrom(tr); err != nil {
-				return err
-			}
-			if strings.HasSuffix(h.Name, ".jpg") {
-				if err := e.pipe.Decode(buf.Bytes(), nil, scratch); err != nil {
-					return err
-				}
-				n++
-			}
+		n, err := s3test.DecodeTarJPEGs(out.Body, func(b []byte) error { return e.pipe.Decode(b, nil, scratch) })
+		if err != nil {
+			return err
 		}
 		if n != e.counts[i] {
 			return fmt.Errorf("%s: %d images of %d", e.keys[i], n, e.counts[i])

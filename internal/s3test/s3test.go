@@ -7,11 +7,13 @@
 package s3test
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -247,4 +249,32 @@ func (s *Server) Port() int {
 	_, p, _ := net.SplitHostPort(s.addr)
 	n, _ := strconv.Atoi(p)
 	return n
+}
+
+// DecodeTarJPEGs is the consumer of the bench's bare SDK loop: it reads
+// the tar stream r with archive/tar into one reused buffer, calls decode
+// on the bytes of each .jpg member, and returns how many it decoded.
+func DecodeTarJPEGs(r io.Reader, decode func([]byte) error) (int, error) {
+	tr := tar.NewReader(r)
+	var buf bytes.Buffer // reused: a bare loop keeps no record
+	n := 0
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		buf.Reset()
+		if _, err := buf.ReadFrom(tr); err != nil {
+			return n, err
+		}
+		if strings.HasSuffix(h.Name, ".jpg") {
+			if err := decode(buf.Bytes()); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
 }
