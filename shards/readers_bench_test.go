@@ -15,7 +15,8 @@ import (
 
 // BenchmarkRecordReaders reads every record of a few local shards of
 // ImageNet-sized payloads (100 KB of random bytes, 64 samples a shard,
-// one row group of 64 rows a Parquet shard, as datasets writes them)
+// one row group of 64 rows a Parquet shard, Snappy, pages of about one
+// payload each, as writeParquet writes them)
 // through Source.Open and Next, and reports what the readers allocate
 // per record (B/rec, allocs/rec): what the garbage collector has to
 // collect behind a loader.
