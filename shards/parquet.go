@@ -156,9 +156,12 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	if n := int64(binary.LittleEndian.Uint32(end[:4])); n > size-minSize {
 		return nil, fmt.Errorf("shards: %s: Parquet footer of %d bytes in a file of %d: corrupt or truncated", name, n, size)
 	}
+	// Not parquet.OptimisticRead: it copies the file's last ReadBufferSize
+	// bytes into a new buffer at every open, where the footer is a few KB
+	// (a remote file's tail is kept by its tailReaderAt already).
 	f, err := parquet.OpenFile(ra, size, parquet.SkipMagicBytes(true),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true),
-		parquet.ReadBufferSize(footerTail), parquet.OptimisticRead(true))
+		parquet.ReadBufferSize(footerTail))
 	if err != nil {
 		return nil, fmt.Errorf("shards: %s: %w", name, err)
 	}

@@ -188,12 +188,30 @@ func (t *TarReader) member() (*member, error) {
 		if h.Size > t.maxMember {
 			return nil, t.errorf("member %q: %d bytes, more than the limit of %d", h.Name, h.Size, t.maxMember)
 		}
-		data, err := readGrowing(t.tr, h.Size)
+		data, err := t.read(h.Size)
 		if err != nil {
 			return nil, t.readErr(err, "member %q: truncated after %d of its %d bytes", h.Name, len(data), h.Size)
 		}
 		return &member{key, ext, data}, nil
 	}
+}
+
+// read reads the n bytes of the current member: into one allocation of
+// exactly n bytes where the read buffer already holds them, or can
+// (bufio.Reader.Peek fills it from the shard: the bytes exist before
+// anything is allocated for them), else growing as they arrive.
+func (t *TarReader) read(n int64) ([]byte, error) {
+	if t.buf == nil || n > int64(t.buf.Size()) {
+		return readGrowing(t.tr, n)
+	}
+	if p, _ := t.buf.Peek(int(n)); int64(len(p)) < n {
+		return readGrowing(t.tr, n)
+	}
+	// archive/tar reads headers block by block, unbuffered: the member's
+	// bytes are the next n of the read buffer.
+	data := make([]byte, n)
+	m, err := io.ReadFull(t.tr, data)
+	return data[:m], err
 }
 
 // firstRead is the most a read of declared size allocates before bytes
