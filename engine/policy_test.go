@@ -216,10 +216,19 @@ func TestWorkerInitRunsOncePerWorkerGoroutine(t *testing.T) {
 	runSteps(t, l, 0, 1, -1)
 	assert.False(t, called)
 
-	// An error names the worker and ends the epoch; the next epoch tries again.
+	// An error names the worker and ends the epoch; the next epoch tries
+	// again. While the init fails, Fills wait for the run's end, so that
+	// worker 0 cannot deliver every batch of the epoch before worker 1's
+	// init fails (workers claim batches as they come free).
 	var fail atomic.Bool
 	fail.Store(true)
-	l = newLoader(t, engine.DatasetFunc(16, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: 2, WorkerInit: engine.WorkerInitFunc(func(_ context.Context, w int) error {
+	l = newLoader(t, engine.DatasetFunc(16, indexSchema, func(ctx context.Context, s *engine.Slot) error {
+		if fail.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return fillIndex(ctx, s)
+	}), engine.Config{BatchSize: 4, Workers: 2, WorkerInit: engine.WorkerInitFunc(func(_ context.Context, w int) error {
 		if fail.Load() && w == 1 {
 			return errors.New("no GPU decoder")
 		}
