@@ -643,38 +643,14 @@ func BenchmarkMegatronWindows(b *testing.B) {
 					}))
 				}
 				b.StartTimer()
-				load := func() {
-					start := time.Now()
-					k := 0
-					for _, err := range l.Epoch(context.Background(), e) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						if k++; k == m {
-							break
-						}
-					}
-					loader += time.Since(start)
-				}
-				loop := func() {
-					start := time.Now()
+				epochVsCopy(b, l, e, m, func() {
 					for _, r := range runs {
 						copy(dst[r.to:r.to+r.n], peer.all[r.from:r.from+r.n])
 					}
-					copied += time.Since(start)
-				}
-				if e%2 == 0 {
-					load()
-					loop()
-				} else {
-					loop()
-					load()
-				}
+				}, &loader, &copied)
 				n += m
 			}
-			b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
-			b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
-			b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
+			reportVsCopy(b, loader, copied)
 		})
 	}
 }

@@ -233,38 +233,50 @@ func BenchmarkTokens(b *testing.B) {
 				order := engine.Shuffled{N: d.Len(), Seed: 1}.Order(e)
 				order = order[:min(m*batch, len(order))]
 				b.StartTimer()
-				load := func() {
-					start := time.Now()
-					k := 0
-					for _, err := range l.Epoch(context.Background(), e) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						if k++; k == m {
-							break
-						}
-					}
-					loader += time.Since(start)
-				}
-				loop := func() {
-					start := time.Now()
-					copyWindows(dsts, src, order, ctx, batch)
-					copied += time.Since(start)
-				}
-				if e%2 == 0 { // the side that goes first alternates
-					load()
-					loop()
-				} else {
-					loop()
-					load()
-				}
+				epochVsCopy(b, l, e, m, func() { copyWindows(dsts, src, order, ctx, batch) }, &loader, &copied)
 				n += m
 			}
-			b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
-			b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
-			b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
+			reportVsCopy(b, loader, copied)
 		})
 	}
+}
+
+// epochVsCopy is one epoch of a windows-against-memcpy benchmark: the
+// first m batches of epoch e through l, and ref, the memcpy, timed
+// into loader and copied, the side that goes first alternating by epoch.
+func epochVsCopy(b *testing.B, l *engine.Loader, e, m int, ref func(), loader, copied *time.Duration) {
+	load := func() {
+		start := time.Now()
+		k := 0
+		for _, err := range l.Epoch(context.Background(), e) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if k++; k == m {
+				break
+			}
+		}
+		*loader += time.Since(start)
+	}
+	loop := func() {
+		start := time.Now()
+		ref()
+		*copied += time.Since(start)
+	}
+	if e%2 == 0 {
+		load()
+		loop()
+	} else {
+		loop()
+		load()
+	}
+}
+
+// reportVsCopy reports what epochVsCopy timed over b.N batches.
+func reportVsCopy(b *testing.B, loader, copied time.Duration) {
+	b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
+	b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
+	b.ReportMetric(copied.Seconds()/loader.Seconds(), "x-copy")
 }
 
 // copyWindows copies the windows of order, batch by batch, from the
