@@ -248,54 +248,64 @@ func TestAzureBadKey(t *testing.T) {
 func TestObjectStoresCacheEpochTwoMakesNoRequests(t *testing.T) {
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
-			dir := t.TempDir()
-			paths, pattern := writeShards(t, dir, 30, 25, 40)
+			paths, pattern := writeShards(t, t.TempDir(), 30, 25, 40)
 			storeBucket(t, st.start, "data", paths...)
-			local, err := New(pattern, testSchema, decodeTest)
-			require.NoError(t, err)
-			want := epochs(t, local, 2)
-
-			cacheDir := t.TempDir()
-			o := &Opener{}
-			defer o.CloseIdleConnections()
-			src, err := New(st.scheme+"data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
-			require.NoError(t, err)
-			defer src.Close()
-			d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})
-			require.NoError(t, err)
-			scanned := o.Requests()
-			assert.EqualValues(t, 3, scanned, "the scan downloads each shard into the cache")
-			l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})
-			require.NoError(t, err)
-			defer l.Close()
-			var got [][][]byte
-			for e := range 2 {
-				_, data, err := batches(t, l, e)
-				require.NoError(t, err)
-				got = append(got, data)
-			}
-			assert.Equal(t, scanned, o.Requests(), "both epochs read the cache")
-			assert.Equal(t, want, got)
-			for _, p := range paths {
-				name := st.scheme + "data/" + filepath.Base(p)
-				var meta []byte
-				require.Eventually(t, func() bool {
-					meta, err = os.ReadFile(filepath.Join(cacheDir, key(name)+".meta"))
-					return err == nil
-				}, 10*time.Second, 5*time.Millisecond, "the download of %s commits", name)
-				var m entryMeta
-				require.NoError(t, json.Unmarshal(meta, &m))
-				fi, err := os.Stat(p)
-				require.NoError(t, err)
-				assert.Equal(t, name, m.URL)
-				assert.Equal(t, fi.Size(), m.Size)
-				assert.NotEmpty(t, m.ETag, "the object's version")
-			}
-			stats := src.StorageStats()
-			assert.EqualValues(t, 3, stats.Misses)
-			assert.EqualValues(t, 6, stats.Hits)
+			cacheEpochTwoMakesNoRequests(t, st.scheme, paths, pattern, true)
 		})
 	}
+}
+
+// cacheEpochTwoMakesNoRequests reads the shards paths, uploaded to the
+// bucket "data" of scheme, through a Cache for two epochs: the scan
+// downloads each shard once, the epochs read the cache, with no request,
+// the batches of the local files (pattern), and each download commits
+// with its URL, size and (with version) the object's version.
+func cacheEpochTwoMakesNoRequests(t *testing.T, scheme string, paths []string, pattern string, version bool) {
+	local, err := New(pattern, testSchema, decodeTest)
+	require.NoError(t, err)
+	want := epochs(t, local, 2)
+
+	cacheDir := t.TempDir()
+	o := &Opener{}
+	defer o.CloseIdleConnections()
+	src, err := New(scheme+"data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
+	require.NoError(t, err)
+	defer src.Close()
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})
+	require.NoError(t, err)
+	scanned := o.Requests()
+	assert.EqualValues(t, 3, scanned, "the scan downloads each shard into the cache")
+	l, err := engine.New(d, engine.Config{BatchSize: 8, Seed: 3, Workers: 2, Backend: "cpu"})
+	require.NoError(t, err)
+	defer l.Close()
+	var got [][][]byte
+	for e := range 2 {
+		_, data, err := batches(t, l, e)
+		require.NoError(t, err)
+		got = append(got, data)
+	}
+	assert.Equal(t, scanned, o.Requests(), "both epochs read the cache")
+	assert.Equal(t, want, got)
+	for _, p := range paths {
+		name := scheme + "data/" + filepath.Base(p)
+		var meta []byte
+		require.Eventually(t, func() bool {
+			meta, err = os.ReadFile(filepath.Join(cacheDir, key(name)+".meta"))
+			return err == nil
+		}, 10*time.Second, 5*time.Millisecond, "the download of %s commits", name)
+		var m entryMeta
+		require.NoError(t, json.Unmarshal(meta, &m))
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, name, m.URL)
+		assert.Equal(t, fi.Size(), m.Size)
+		if version {
+			assert.NotEmpty(t, m.ETag, "the object's version")
+		}
+	}
+	stats := src.StorageStats()
+	assert.EqualValues(t, 3, stats.Misses)
+	assert.EqualValues(t, 6, stats.Hits)
 }
 
 // TestObjectStoresConfigErrors: bad URLs, and missing credentials, are
