@@ -32,6 +32,7 @@ func TestDroppedLoadersAreClosedByTheCollector(t *testing.T) {
 	const loaders = 20
 	func() { // the loaders are unreachable once it returns
 		ds := engine.DatasetFunc(40, indexSchema, fillIndex)
+		var held []*engine.Loader // reachable until the check below: a GC in the loop must not close them yet
 		for i := range loaders {
 			cfg := engine.Config{BatchSize: 4, Workers: 2, Shuffle: true}
 			if i%4 == 3 {
@@ -39,6 +40,7 @@ func TestDroppedLoadersAreClosedByTheCollector(t *testing.T) {
 			}
 			l, err := engine.New(ds, cfg)
 			require.NoError(t, err)
+			held = append(held, l)
 			switch i % 3 {
 			case 0: // never iterated
 			case 1: // dropped after one batch
@@ -54,6 +56,7 @@ func TestDroppedLoadersAreClosedByTheCollector(t *testing.T) {
 			}
 		}
 		assert.Positive(t, workerGoroutines())
+		runtime.KeepAlive(held)
 	}()
 	assert.True(t, collectUntil(func() bool {
 		return workerGoroutines() == 0 && strings.Count(logs.String(), "garbage-collected without Close") == loaders
