@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 )
 
 // peer runs scripts/peer_dataloader.py under Debian's python3, where
-// python3-torch lives (a pyenv python earlier on PATH would lack it).
+// python3-torch lives (a pyenv python earlier on PATH would lack it);
+// TB_PYTHON names another interpreter (a GPU machine's own PyTorch).
 type peer struct {
 	python, script string
 	version        string
 }
 
-const peerPython = "/usr/bin/python3"
+var peerPython = cmp.Or(os.Getenv("TB_PYTHON"), "/usr/bin/python3")
 
 // peerScript is the peer's path; empty means scripts/ of this repository.
 var peerScript = ""
