@@ -21,12 +21,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/tensorbatch/tensorbatch/internal/s3test"
 )
 
 // The releases the project installs and tests with.
@@ -46,7 +46,7 @@ type Server struct {
 	Addr string // 127.0.0.1:port
 
 	gcs   bool
-	log   lockedBuffer
+	log   s3test.Log
 	cmd   *exec.Cmd
 	done  chan struct{}
 	hc    *http.Client // of CreateBucket and Put: no connection outlives a request
@@ -56,7 +56,7 @@ type Server struct {
 // GCS starts fake-gcs-server (memory backend) for the test.
 func GCS(t testing.TB) *Server {
 	t.Helper()
-	bin, err := goBinary("fake-gcs-server")
+	bin, err := s3test.GoBinary("fake-gcs-server")
 	if err != nil {
 		need(t, "TB_REQUIRE_GCS", fmt.Errorf("%w (scripts/install-deps.sh, or go install github.com/fsouza/fake-gcs-server@%s)", err, FakeGCSVersion))
 	}
@@ -196,31 +196,6 @@ func (s *Server) Stop() {
 	<-s.done
 }
 
-// goBinary returns the path of a program that go install installs: on
-// PATH, else in $GOBIN, $GOPATH/bin or ~/go/bin.
-func goBinary(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	var dirs []string
-	if d := os.Getenv("GOBIN"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if d := os.Getenv("GOPATH"); d != "" {
-		dirs = append(dirs, filepath.Join(filepath.SplitList(d)[0], "bin"))
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(h, "go", "bin"))
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not installed", name)
-}
-
 // azurite returns the command line of Azurite's blob service: azurite-blob
 // on PATH, else node and the main.js in .cache/npm of the repository (the
 // first folder up from the working directory that has one).
@@ -247,22 +222,4 @@ func azurite() ([]string, error) {
 		}
 		dir = up
 	}
-}
-
-// lockedBuffer is a server's output, written by exec's copier.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.TrimSpace(l.b.String())
 }

@@ -29,10 +29,20 @@ import (
 // Version is the versitygw release the project installs and tests with.
 const Version = "v1.8.0"
 
-// Binary returns the path of versitygw: on PATH, else in $GOBIN,
-// $GOPATH/bin or ~/go/bin, where go install puts it.
+// Binary returns the path of versitygw (GoBinary), saying how to install
+// it when it is missing.
 func Binary() (string, error) {
-	if p, err := exec.LookPath("versitygw"); err == nil {
+	p, err := GoBinary("versitygw")
+	if err != nil {
+		return "", fmt.Errorf("%w (scripts/install-deps.sh, or go install github.com/versity/versitygw/cmd/versitygw@%s)", err, Version)
+	}
+	return p, nil
+}
+
+// GoBinary returns the path of a program that go install installs: on
+// PATH, else in $GOBIN, $GOPATH/bin or ~/go/bin.
+func GoBinary(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
 	var dirs []string
@@ -46,12 +56,12 @@ func Binary() (string, error) {
 		dirs = append(dirs, filepath.Join(h, "go", "bin"))
 	}
 	for _, d := range dirs {
-		p := filepath.Join(d, "versitygw")
+		p := filepath.Join(d, name)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("versitygw is not installed (scripts/install-deps.sh, or go install github.com/versity/versitygw/cmd/versitygw@%s)", Version)
+	return "", fmt.Errorf("%s is not installed", name)
 }
 
 // Server is a running versitygw.
@@ -64,7 +74,8 @@ type Server struct {
 
 	bin  string
 	addr string
-	log  lockedBuffer
+	meta string // the objects' metadata (ETags), kept by Restart, removed by Stop
+	log  Log
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -84,11 +95,18 @@ func Start(dir string) (*Server, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	// Metadata goes to a sidecar folder rather than xattrs, which not
+	// every file system has: with none (--nometa) objects have no ETag.
+	meta, err := os.MkdirTemp("", "s3test-meta-")
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		Endpoint: "http://" + addr, AccessKey: "tb" + token(8), SecretKey: token(20), Region: "us-east-1",
-		Dir: dir, bin: bin, addr: addr,
+		Dir: dir, bin: bin, addr: addr, meta: meta,
 	}
 	if err := s.Restart(); err != nil {
+		os.RemoveAll(meta)
 		return nil, err
 	}
 	return s, nil
@@ -169,7 +187,7 @@ func (s *Server) Restart() error {
 		return err
 	}
 	cmd := exec.Command(s.bin, "--port", s.addr, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--region", s.Region, "--quiet", "posix", "--nometa", s.Dir)
+		"--region", s.Region, "--quiet", "posix", "--sidecar", s.meta, s.Dir)
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	for _, kv := range os.Environ() { // the flags alone configure it
 		if !strings.HasPrefix(kv, "VGW_") && !strings.HasPrefix(kv, "ROOT_ACCESS_KEY") && !strings.HasPrefix(kv, "ROOT_SECRET") {
@@ -204,22 +222,24 @@ func (s *Server) Restart() error {
 	}
 }
 
-// lockedBuffer is the server's output, written by exec's copier.
-type lockedBuffer struct {
+// Log is a server's output, written by exec's copier while a test may
+// read it.
+type Log struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns the output so far, without surrounding space.
+func (l *Log) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.b.String()
+	return strings.TrimSpace(l.b.String())
 }
 
 // Kill stops the server at once (SIGKILL), as a crash would.
@@ -238,8 +258,11 @@ func (s *Server) kill() {
 	s.cmd = nil
 }
 
-// Stop stops the server; its directory stays.
-func (s *Server) Stop() { s.Kill() }
+// Stop stops the server and removes its metadata; its directory stays.
+func (s *Server) Stop() {
+	s.Kill()
+	os.RemoveAll(s.meta)
+}
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }
