@@ -1,15 +1,12 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,11 +116,11 @@ func (sb *s3ReaderBench) run(o *options) error {
 		return err
 	}
 	defer pipe.Close()
-	raw, err := sb.bucket(ctx, sdk, dir, "raw", sb.rawRecords, func(id int) []byte { return benchRaw(id, sb.rawBytes) })
+	raw, err := sb.bucket(srv, dir, "raw", sb.rawRecords, func(id int) []byte { return s3test.Raw(id, sb.rawBytes) })
 	if err != nil {
 		return err
 	}
-	jpg, err := sb.bucket(ctx, sdk, dir, "jpeg", sb.jpegRecords, func(id int) []byte { return benchJPEG(id, sb.side) })
+	jpg, err := sb.bucket(srv, dir, "jpeg", sb.jpegRecords, func(id int) []byte { return s3test.JPEG(id, sb.side) })
 	if err != nil {
 		return err
 	}
@@ -214,46 +211,28 @@ type s3Set struct {
 
 // bucket writes the shards of a set (records of a .cls and a .jpg member
 // made by member) under dir and uploads them to a bucket of its name.
-func (sb *s3ReaderBench) bucket(ctx context.Context, c *s3.Client, dir, name string, records int, member func(id int) []byte) (*s3Set, error) {
+func (sb *s3ReaderBench) bucket(srv *s3test.Server, dir, name string, records int, member func(id int) []byte) (*s3Set, error) {
 	set := &s3Set{bucket: "issue24-" + name, records: records}
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(set.bucket)}); err != nil {
+	if err := srv.CreateBucket(set.bucket); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
 		return nil, err
 	}
 	for s := range sb.shards {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		for i := range records {
-			id := s*records + i
-			for _, m := range []struct {
-				ext  string
-				data []byte
-			}{{"cls", []byte(strconv.Itoa(id % 1000))}, {"jpg", member(id)}} {
-				if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%08d.%s", id, m.ext), Mode: 0o644, Size: int64(len(m.data))}); err != nil {
-					return nil, err
-				}
-				if _, err := tw.Write(m.data); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := tw.Close(); err != nil {
-			return nil, err
-		}
+		data := s3test.Shard(s*records, records, member)
 		key := fmt.Sprintf("shard-%04d.tar", s)
 		file := filepath.Join(dir, name, key)
-		if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(file, data, 0o644); err != nil {
 			return nil, err
 		}
-		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(set.bucket), Key: aws.String(key), Body: bytes.NewReader(buf.Bytes())}); err != nil {
+		if err := srv.Put(set.bucket, key, data); err != nil {
 			return nil, err
 		}
 		set.files = append(set.files, file)
 		set.keys = append(set.keys, key)
 		set.names = append(set.names, "s3://"+set.bucket+"/"+key)
-		set.bytes += int64(buf.Len())
+		set.bytes += int64(len(data))
 	}
 	return set, nil
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
 	"io"
 	"os"
 	"path/filepath"
@@ -100,9 +96,9 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 	}
 	defer pipe.Close()
 	works := []workload{
-		{fmt.Sprintf("JPEG %d² decode (vision.Pipeline.Record)", side), func(id int) []byte { return benchJPEG(id, side) },
+		{fmt.Sprintf("JPEG %d² decode (vision.Pipeline.Record)", side), func(id int) []byte { return s3test.JPEG(id, side) },
 			pipe.Schema(), pipe.Record("jpg", "cls")},
-		{fmt.Sprintf("raw %d KiB copy", z.raw>>10), func(id int) []byte { return benchRaw(id, z.raw) },
+		{fmt.Sprintf("raw %d KiB copy", z.raw>>10), func(id int) []byte { return s3test.Raw(id, z.raw) },
 			collate.Schema{{Name: "image", DType: collate.Uint8, Shape: []int{z.raw}}, {Name: "label", DType: collate.Int64}},
 			decodeRaw},
 	}
@@ -114,14 +110,7 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 			return err
 		}
 		defer srv.Stop()
-		for _, kv := range srv.Env() {
-			k, v, _ := bytes.Cut([]byte(kv), []byte("="))
-			if len(v) == 0 {
-				os.Unsetenv(string(k))
-			} else {
-				os.Setenv(string(k), string(v))
-			}
-		}
+		defer setEnv(srv.Env())() // bench/sources.go
 	}
 	for wi, w := range works {
 		local := filepath.Join(dir, fmt.Sprintf("w%d", wi))
@@ -131,24 +120,12 @@ func (sb *shardBench) streams(o *options, z shardSizes, dir string) error {
 		var names []string
 		var size int64
 		for s := range z.shards {
-			var buf bytes.Buffer
-			tw := tar.NewWriter(&buf)
-			for i := range z.perShard {
-				id := s*z.perShard + i
-				for _, m := range []struct {
-					ext  string
-					data []byte
-				}{{"cls", []byte(strconv.Itoa(id % 1000))}, {"jpg", w.member(id)}} {
-					tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%08d.%s", id, m.ext), Mode: 0o644, Size: int64(len(m.data))})
-					tw.Write(m.data)
-				}
-			}
-			tw.Close()
+			data := s3test.Shard(s*z.perShard, z.perShard, w.member)
 			name := filepath.Join(local, fmt.Sprintf("shard-%04d.tar", s))
-			if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
+			if err := os.WriteFile(name, data, 0o644); err != nil {
 				return err
 			}
-			names, size = append(names, name), size+int64(buf.Len())
+			names, size = append(names, name), size+int64(len(data))
 		}
 		src, err := shards.FromNames(names, w.schema, w.decode)
 		if err != nil {
@@ -290,33 +267,6 @@ func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return stat.Quantile(0.5, stat.Empirical, v, nil)
-}
-
-// benchJPEG is a side×side photo-like image (gradients and noise),
-// encoded at quality 90.
-func benchJPEG(id, side int) []byte {
-	img := image.NewRGBA(image.Rect(0, 0, side, side))
-	x := uint32(id*2654435761 + 1)
-	for py := range side {
-		for px := range side {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			n := uint8(x & 31)
-			img.Set(px, py, color.RGBA{uint8(px*255/side) + n, uint8(py*255/side) + n, uint8((px+py+id)*3) + n, 255})
-		}
-	}
-	var buf bytes.Buffer
-	jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
-	return buf.Bytes()
-}
-
-func benchRaw(id, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(id + i*13)
-	}
-	return b
 }
 
 func decodeRaw(_ context.Context, rec engine.Record, s *engine.Slot) error {

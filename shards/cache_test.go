@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/s3test"
 )
 
 // cacheServer serves shards of counts samples over HTTP, with a
@@ -359,23 +360,12 @@ func TestCacheReadAhead(t *testing.T) {
 }
 
 // logs captures the warnings of slog's default logger during the test.
-func logs(t *testing.T) *bytes.Buffer {
-	var buf lockedBuf
+func logs(t *testing.T) *s3test.Log {
+	var log s3test.Log
 	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
-	return &buf.b
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+	return &log
 }
 
 // TestCacheUnwritableFolderStreams: a folder that cannot be made (a path

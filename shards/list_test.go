@@ -1,7 +1,6 @@
 package shards
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -124,66 +121,4 @@ func TestListHTTPFolder(t *testing.T) {
 
 	_, err = New(srv.URL+"/bare/", testSchema, decodeTest, UseOpener(o))
 	assert.EqualError(t, err, "shards: "+srv.URL+"/bare/: no shard list "+srv.URL+"/bare/shardlist.json (an HTTP folder is listed by its shardlist.json)")
-}
-
-func TestListS3Prefix(t *testing.T) {
-	dir, paths, want, wantData := listFixture(t)
-	s3Bucket(t, "data")
-	ctx := context.Background()
-	o := &Opener{}
-	defer o.CloseIdleConnections()
-	c, err := o.s3Client(ctx)
-	require.NoError(t, err)
-	put := func(key string, data []byte) {
-		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("data"), Key: aws.String(key), Body: bytes.NewReader(data)})
-		require.NoError(t, err)
-	}
-	var wantNames []string
-	for i := len(paths) - 1; i >= 0; i-- { // uploaded in reverse: the listing sorts
-		data, err := os.ReadFile(paths[i])
-		require.NoError(t, err)
-		put("ds/train/"+filepath.Base(paths[i]), data)
-	}
-	for _, p := range paths {
-		wantNames = append(wantNames, "s3://data/ds/train/"+filepath.Base(p))
-	}
-	for _, f := range []string{"shardlist.json", "README.txt"} {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		require.NoError(t, err)
-		put("ds/train/"+f, data)
-	}
-	put("ds/train/sub/deeper.tar", tarBytes(t, sampleMembers(0)...))
-	put("ds/train-other.tar", tarBytes(t, sampleMembers(0)...)) // shares the prefix's text, not its folder
-	put("ds/empty/notes.txt", []byte("x"))
-
-	for _, pageSize := range []int{0, 2, 3} {
-		listPageSize = pageSize
-		before := o.Requests()
-		names, err := List(ctx, o, "s3://data/ds/train/")
-		listPageSize = 0
-		require.NoError(t, err)
-		assert.Equal(t, wantNames, names, "page size %d", pageSize)
-		if pageSize > 0 {
-			// 7 objects and a common prefix ("sub/"), pageSize a page.
-			assert.EqualValues(t, (8+pageSize-1)/pageSize, o.Requests()-before, "page size %d: every page", pageSize)
-		}
-	}
-
-	listPageSize = 2
-	defer func() { listPageSize = 0 }()
-	src, err := New("s3://data/ds/train/", testSchema, decodeTest, UseOpener(o))
-	require.NoError(t, err)
-	assert.Equal(t, wantNames, src.Names())
-	got, gotData, st, err := loadAll(t, src, listSC, listCfg, 1)
-	require.NoError(t, err)
-	assert.Equal(t, want, got)
-	assert.Equal(t, wantData, gotData)
-	assert.Zero(t, st.ReadRetries)
-
-	_, err = New("s3://data/ds/empty/", testSchema, decodeTest, UseOpener(o))
-	assert.EqualError(t, err, "shards: s3://data/ds/empty/: no shards (files ending in .tar or .parquet) in the folder")
-	_, err = New("s3://data/nothing/", testSchema, decodeTest, UseOpener(o))
-	assert.EqualError(t, err, "shards: s3://data/nothing/: no shards (files ending in .tar or .parquet) in the folder")
-	_, err = New("s3://nobucket/x/", testSchema, decodeTest, UseOpener(o))
-	assert.ErrorContains(t, err, "shards: listing s3://nobucket/x/: HTTP 404 Not Found: NoSuchBucket")
 }

@@ -549,6 +549,8 @@ func TestParquetThroughTheCache(t *testing.T) {
 	}
 	assert.Equal(t, listed, o.Requests(), "the epochs read the cache")
 	st := src.StorageStats()
-	assert.EqualValues(t, len(counts), st.Misses)
-	assert.EqualValues(t, 2*len(counts), st.Hits)
+	// A shard that the read-ahead fetched while the scan counted another
+	// is a hit when the scan opens it.
+	assert.EqualValues(t, len(counts), st.Misses+st.ReadAheads, "one download a shard")
+	assert.EqualValues(t, 3*len(counts), st.Hits+st.Misses, "an open a shard at the scan and in each epoch")
 }

@@ -3,15 +3,9 @@
 package shards
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -175,13 +169,15 @@ func newS3Bench(b *testing.B, w s3Work, shards, records int) *s3Bench {
 		o.UsePathStyle = true
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	_, err = e.sdk.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s3BenchBucket)})
-	require.NoError(b, err)
+	require.NoError(b, srv.CreateBucket(s3BenchBucket))
+	member := func(id int) []byte { return s3test.Raw(id, s3RawBytes) }
+	if w == s3JPEG {
+		member = func(id int) []byte { return s3test.JPEG(id, s3JPEGSide) }
+	}
 	for s := range shards {
-		data := s3BenchShard(w, s, records)
+		data := s3test.Shard(s*records, records, member)
 		key := fmt.Sprintf("shard-%04d.tar", s)
-		_, err := e.sdk.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3BenchBucket), Key: aws.String(key), Body: bytes.NewReader(data)})
-		require.NoError(b, err)
+		require.NoError(b, srv.Put(s3BenchBucket, key, data))
 		e.keys = append(e.keys, key)
 		e.names = append(e.names, "s3://"+s3BenchBucket+"/"+key)
 		e.counts = append(e.counts, records)
@@ -213,53 +209,6 @@ func newS3Bench(b *testing.B, w s3Work, shards, records int) *s3Bench {
 	require.NoError(b, err)
 	require.Equal(b, records, n)
 	return e
-}
-
-// s3BenchShard is shard s: records of a .cls and a .jpg member (a JPEG,
-// or raw bytes).
-func s3BenchShard(w s3Work, s, records int) []byte {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for i := range records {
-		id := s*records + i
-		var data []byte
-		if w == s3Raw {
-			data = make([]byte, s3RawBytes)
-			for j := range data {
-				data[j] = byte(id + j*13)
-			}
-		} else {
-			data = s3BenchJPEG(id, s3JPEGSide)
-		}
-		for _, m := range []struct {
-			ext  string
-			data []byte
-		}{{"cls", []byte(strconv.Itoa(id % 1000))}, {"jpg", data}} {
-			tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%08d.%s", id, m.ext), Mode: 0o644, Size: int64(len(m.data))})
-			tw.Write(m.data)
-		}
-	}
-	tw.Close()
-	return buf.Bytes()
-}
-
-// s3BenchJPEG is a photo-like side×side image (gradients and noise) at
-// quality 90, as bench's benchJPEG.
-func s3BenchJPEG(id, side int) []byte {
-	img := image.NewRGBA(image.Rect(0, 0, side, side))
-	x := uint32(id*2654435761 + 1)
-	for py := range side {
-		for px := range side {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			n := uint8(x & 31)
-			img.Set(px, py, color.RGBA{uint8(px*255/side) + n, uint8(py*255/side) + n, uint8((px+py+id)*3) + n, 255})
-		}
-	}
-	var buf bytes.Buffer
-	jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
-	return buf.Bytes()
 }
 
 // s3Side is one way of reading the bucket: a pass reads every shard.

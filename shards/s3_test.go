@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
@@ -17,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,59 +27,7 @@ import (
 // bucket and uploads files to it under their base names.
 func s3Bucket(t *testing.T, bucket string, files ...string) *s3test.Server {
 	t.Helper()
-	srv := s3test.ForTest(t)
-	srv.Setenv(t)
-	ctx := context.Background()
-	o := &Opener{}
-	defer o.CloseIdleConnections()
-	c, err := o.s3Client(ctx)
-	require.NoError(t, err)
-	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
-	require.NoError(t, err)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(filepath.Base(f)), Body: bytes.NewReader(data)})
-		require.NoError(t, err)
-	}
-	return srv
-}
-
-func TestS3MatchesLocal(t *testing.T) {
-	dir := t.TempDir()
-	paths, pattern := writeShards(t, dir, 30, 25, 40, 5)
-	l, err := BuildShardList(context.Background(), nil, paths)
-	require.NoError(t, err)
-	list, err := json.Marshal(l)
-	require.NoError(t, err)
-	idx := filepath.Join(t.TempDir(), "shardlist.json")
-	require.NoError(t, os.WriteFile(idx, list, 0o644))
-	s3Bucket(t, "data", append(paths, idx)...)
-
-	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 20}
-	cfg := engine.Config{BatchSize: 16, Seed: 11, Workers: 2}
-	local, err := New(pattern, testSchema, decodeTest)
-	require.NoError(t, err)
-	want, wantData, _, err := loadAll(t, local, sc, cfg, 2)
-	require.NoError(t, err)
-	for _, index := range []bool{true, false} {
-		o := &Opener{}
-		opts := []Option{UseOpener(o)}
-		if !index {
-			opts = append(opts, IndexFile("")) // scan the headers
-		}
-		remote, err := New("s3://data/train-{0000..0003}.tar", testSchema, decodeTest, opts...)
-		require.NoError(t, err)
-		infos, err := remote.Shards(context.Background())
-		require.NoError(t, err)
-		assert.Equal(t, []engine.ShardInfo{{Name: "s3://data/train-0000.tar", Samples: 30}, {Name: "s3://data/train-0001.tar", Samples: 25}, {Name: "s3://data/train-0002.tar", Samples: 40}, {Name: "s3://data/train-0003.tar", Samples: 5}}, infos)
-		got, gotData, st, err := loadAll(t, remote, sc, cfg, 2)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, "index %v", index)
-		assert.Equal(t, wantData, gotData, "index %v: byte-identical to the local run", index)
-		assert.Zero(t, st.ReadRetries)
-		o.CloseIdleConnections()
-	}
+	return storeBucket(t, s3test.ForTest, bucket, files...)
 }
 
 func TestS3ErrorsNameTheShard(t *testing.T) {
@@ -280,14 +225,6 @@ func TestS3CABundle(t *testing.T) {
 	_, err = readVia(o2, context.Background(), "s3://data/a.tar")
 	assert.ErrorContains(t, err, "shards: s3://data/a.tar: ")
 	assert.ErrorContains(t, err, "certificate", "no bundle: the server's certificate is unknown")
-}
-
-// TestS3CacheEpochTwoMakesNoRequests: over S3, the scan downloads each
-// shard into the cache; epochs 0 and 1 make no request.
-func TestS3CacheEpochTwoMakesNoRequests(t *testing.T) {
-	paths, pattern := writeShards(t, t.TempDir(), 30, 25, 40)
-	s3Bucket(t, "data", paths...)
-	cacheEpochTwoMakesNoRequests(t, "s3://", paths, pattern)
 }
 
 // TestS3CacheChecksTheETag: a shard whose bytes do not hash to its S3

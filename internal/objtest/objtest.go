@@ -43,8 +43,7 @@ const (
 
 // Server is a running emulator.
 type Server struct {
-	Addr string // 127.0.0.1:port
-
+	addr  string // 127.0.0.1:port
 	gcs   bool
 	log   s3test.Log
 	cmd   *exec.Cmd
@@ -97,13 +96,16 @@ func need(t testing.TB, env string, err error) {
 	t.Skipf("objtest: %v", err)
 }
 
+// Addr returns the server's address, 127.0.0.1:port.
+func (s *Server) Addr() string { return s.addr }
+
 // Endpoint returns the URL clients reach the server at: for Azurite, the
 // account's blob endpoint.
 func (s *Server) Endpoint() string {
 	if s.gcs {
-		return "http://" + s.Addr
+		return "http://" + s.addr
 	}
-	return "http://" + s.Addr + "/" + AzureAccount
+	return "http://" + s.addr + "/" + AzureAccount
 }
 
 // AzureConnectionString returns the connection string of Azurite's
@@ -116,7 +118,7 @@ func AzureConnectionString(endpoint string) string {
 // STORAGE_EMULATOR_HOST, or AZURE_STORAGE_CONNECTION_STRING.
 func (s *Server) Setenv(t testing.TB) {
 	if s.gcs {
-		t.Setenv("STORAGE_EMULATOR_HOST", s.Addr)
+		t.Setenv("STORAGE_EMULATOR_HOST", s.addr)
 	} else {
 		t.Setenv("AZURE_STORAGE_CONNECTION_STRING", AzureConnectionString(s.Endpoint()))
 	}
@@ -164,7 +166,7 @@ func start(t testing.TB, gcs bool, cmd func(host, port string) *exec.Cmd) *Serve
 	addr := l.Addr().String()
 	l.Close()
 	host, port, _ := net.SplitHostPort(addr)
-	s := &Server{Addr: addr, gcs: gcs, cmd: cmd(host, port), done: make(chan struct{}),
+	s := &Server{addr: addr, gcs: gcs, cmd: cmd(host, port), done: make(chan struct{}),
 		hc: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}}
 	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 	if err := s.cmd.Start(); err != nil {

@@ -9,10 +9,14 @@ package s3test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +28,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Version is the versitygw release the project installs and tests with.
@@ -166,6 +174,31 @@ func (s *Server) Setenv(t testing.TB) {
 	}
 }
 
+// CreateBucket makes a bucket.
+func (s *Server) CreateBucket(name string) error {
+	_, err := s.client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)})
+	return err
+}
+
+// Put uploads data as the object key of bucket, in one part (so that its
+// ETag is its MD5).
+func (s *Server) Put(bucket, key string, data []byte) error {
+	_, err := s.client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)})
+	return err
+}
+
+// client is a client of the server's own, whose connections end with
+// each request (so that none outlives a test's leak check).
+func (s *Server) client() *s3.Client {
+	return s3.New(s3.Options{
+		Region:       s.Region,
+		BaseEndpoint: aws.String(s.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		HTTPClient:   &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	})
+}
+
 func cutEq(kv string) (string, string, bool) {
 	for i := range len(kv) {
 		if kv[i] == '=' {
@@ -300,4 +333,53 @@ func DecodeTarJPEGs(r io.Reader, decode func([]byte) error) (int, error) {
 			n++
 		}
 	}
+}
+
+// Shard returns a WebDataset tar of n records, ids first to first+n-1:
+// each a .cls member holding id % 1000 and a .jpg member of member(id),
+// as the S3 benchmarks upload.
+func Shard(first, n int, member func(id int) []byte) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for id := first; id < first+n; id++ {
+		for _, m := range []struct {
+			ext  string
+			data []byte
+		}{{"cls", []byte(strconv.Itoa(id % 1000))}, {"jpg", member(id)}} {
+			if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("%08d.%s", id, m.ext), Mode: 0o644, Size: int64(len(m.data))}); err != nil {
+				panic(err) // a valid header into memory cannot fail
+			}
+			tw.Write(m.data)
+		}
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// JPEG returns a side×side photo-like image (gradients and noise) of
+// record id, encoded at quality 90.
+func JPEG(id, side int) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, side, side))
+	x := uint32(id*2654435761 + 1)
+	for py := range side {
+		for px := range side {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			n := uint8(x & 31)
+			img.Set(px, py, color.RGBA{uint8(px*255/side) + n, uint8(py*255/side) + n, uint8((px+py+id)*3) + n, 255})
+		}
+	}
+	var buf bytes.Buffer
+	jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
+	return buf.Bytes()
+}
+
+// Raw returns n bytes of record id that no decoder reads: a pattern.
+func Raw(id, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(id + i*13)
+	}
+	return b
 }
