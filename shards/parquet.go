@@ -399,6 +399,7 @@ type parquetReader struct {
 type cursor struct {
 	l     *leaf
 	pages parquet.Pages
+	page  parquet.Page // the page vr reads, released once read
 	vr    parquet.ValueReader
 	buf   []parquet.Value
 	i, n  int
@@ -418,6 +419,7 @@ func (c *cursor) next() (v parquet.Value, ok bool, err error) {
 				return v, false, err
 			}
 			c.vr = nil
+			c.release()
 		}
 		page, err := c.pages.ReadPage()
 		if err == io.EOF {
@@ -426,16 +428,26 @@ func (c *cursor) next() (v parquet.Value, ok bool, err error) {
 		if err != nil {
 			return v, false, err
 		}
-		// The page is not released: the values of its byte arrays are the
-		// records' fields, which outlive this call.
-		c.vr = page.Values()
+		// The page goes back to parquet-go once its values are read (the
+		// records hold copies: see parquetReader.valueBytes), which reads
+		// the next page into its buffers.
+		c.page, c.vr = page, page.Values()
 	}
 	v = c.buf[c.i]
 	c.i++
 	return v, true, nil
 }
 
+// release gives the page read back to parquet-go's buffer pools.
+func (c *cursor) release() {
+	if c.page != nil {
+		parquet.Release(c.page)
+		c.page = nil
+	}
+}
+
 func (c *cursor) close() {
+	c.release()
 	if c.pages != nil {
 		c.pages.Close()
 	}
@@ -563,8 +575,8 @@ func (r *parquetReader) next(ctx context.Context) (engine.Record, error) {
 	return rec, nil
 }
 
-// valueBytes returns the bytes of v, a value of column l: byte arrays as
-// they are (a slice of the page), numbers as text.
+// valueBytes returns the bytes of v, a value of column l: byte arrays
+// copied out of the page, numbers as text.
 func (r *parquetReader) valueBytes(l *leaf, v parquet.Value) []byte {
 	if len(r.text) > 4096-32 {
 		r.text = nil
@@ -575,7 +587,19 @@ func (r *parquetReader) valueBytes(l *leaf, v parquet.Value) []byte {
 	n := len(r.text)
 	switch l.kind {
 	case parquet.ByteArray, parquet.FixedLenByteArray:
-		return v.ByteArray()
+		// A copy, of bytes that would otherwise keep the page's buffers
+		// from parquet-go's pools: a large one (an image) into a buffer
+		// that Source.Decode takes back, a small one (a path, a key)
+		// beside the numbers' text.
+		b := v.ByteArray()
+		if d := recordBuffers.get(len(b)); d != nil {
+			copy(d, b)
+			return d
+		}
+		if len(b) > 256 {
+			return bytes.Clone(b)
+		}
+		r.text = append(r.text, b...)
 	case parquet.Boolean:
 		if v.Boolean() {
 			r.text = append(r.text, '1')

@@ -167,9 +167,41 @@ func TestParquetRecordsOfHuggingFaceImages(t *testing.T) {
 		}
 		assert.ElementsMatch(t, wantKeys, keys, "row %d", i)
 	}
-	// The fields of a record are slices of its pages, which later reads
-	// do not reuse.
+	// The fields of a record are copies, which the pages read after them
+	// do not overwrite.
 	assert.Equal(t, payload(0), recs[0].Fields["image"])
+}
+
+// blobRow has byte arrays of every size a record's copy treats apart
+// (see parquetReader.valueBytes), plain and dictionary-encoded.
+type blobRow struct {
+	Blob []byte `parquet:"blob"`
+	Tag  string `parquet:"tag,dict"`
+}
+
+// The pages of a shard go back to parquet-go as they are read, which
+// reads the next pages into their buffers: the records read before hold
+// their own bytes, of any size, dictionary-encoded or not, over row
+// groups and pages.
+func TestParquetRecordsOutliveTheirPages(t *testing.T) {
+	sizes := []int{0, 1, 256, 257, 8<<10 - 1, 8 << 10, 100 << 10}
+	var rows []blobRow
+	for i := range 4 * len(sizes) {
+		blob := make([]byte, sizes[i%len(sizes)])
+		for j := range blob {
+			blob[j] = byte(i*37 + j*11)
+		}
+		rows = append(rows, blobRow{Blob: blob, Tag: strings.Repeat(string(rune('a'+i%5)), 1+i%2*400)})
+	}
+	p := filepath.Join(t.TempDir(), "blobs.parquet")
+	writeParquet(t, p, rows, 5)
+	recs, err := readRecords(t, p)
+	require.NoError(t, err)
+	require.Len(t, recs, len(rows))
+	for i, rec := range recs {
+		assert.Equal(t, rows[i].Blob, rec.Fields["blob"], "row %d", i)
+		assert.Equal(t, rows[i].Tag, string(rec.Fields["tag"]), "row %d", i)
+	}
 }
 
 // typedRow has a key column and one column of each kind a record carries.

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"unsafe"
+	"weak"
 
 	"golang.org/x/sync/errgroup"
 
@@ -20,7 +24,9 @@ import (
 )
 
 // DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
-// runs on a worker goroutine, concurrently with other calls.
+// runs on a worker goroutine, concurrently with other calls. The bytes of
+// the record are the Source's again once it returns (see Source.Decode):
+// a DecodeFunc that keeps any of them past its return keeps a copy.
 type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) error
 
 // Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
@@ -358,7 +364,9 @@ func (s *Source) Open(ctx context.Context, shard engine.ShardInfo) (engine.Recor
 	if err != nil {
 		return nil, err
 	}
-	return &listedReader{t: NewTarReader(shard.Name, rc, s.o.maxMember), listed: shard.Samples}, nil
+	t := NewTarReader(shard.Name, rc, s.o.maxMember)
+	t.bufs = recordBuffers // the members go back to it in Decode
+	return &listedReader{t: t, listed: shard.Samples}, nil
 }
 
 // listedReader is a shard's TarReader that holds it to its listed count:
@@ -482,9 +490,121 @@ func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 	return rc.(*remoteReader).total, nil
 }
 
-// Decode writes rec into s with the Source's DecodeFunc.
+// Decode writes rec into s with the Source's DecodeFunc, then takes back
+// the record's large fields (tar members and Parquet byte arrays of 8 KiB
+// and more) that the Source's readers made, to read later records into:
+// so a loader's epoch reads its images into the memory the images before
+// them held, as an ImageFolder reads each file into its worker's buffer,
+// instead of allocating their bytes anew and collecting them (a GC cycle
+// every few MB, and the page faults of memory the runtime gave back),
+// which cost a record 10 to 20% more CPU than a file (stop 28 in
+// bench/RESULTS.md). So rec's bytes must not be used once Decode
+// returns. A record never decoded is the garbage collector's, as are
+// fields the Source's readers did not make.
 func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slot) error {
-	return s.decode(ctx, rec, slot)
+	err := s.decode(ctx, rec, slot)
+	for _, b := range rec.Fields {
+		recordBuffers.put(b)
+	}
+	return err
+}
+
+// recordBuffers are the buffers of large record fields: see Source.Decode.
+var recordBuffers = newBufferPool()
+
+// Buffers of 8 KiB (1<<minBufferShift) to 64 MiB (1<<maxBufferShift),
+// a power of two each, are recycled; smaller fields cost little to
+// allocate, and a larger one is rare enough to leave to the collector.
+const minBufferShift, maxBufferShift = 13, 26
+
+// bufferPool recycles record fields: get hands out a buffer and notes
+// it, put takes back only a buffer that get handed out and that nobody
+// gave back since. A note is a weak pointer, by the buffer's address: a
+// buffer never given back is still collected (its note is dropped
+// later), and a field that lies where a collected buffer lay is told
+// apart by the weak pointer, which no longer points there. (put makes no
+// weak pointer of its own: the runtime refuses one to memory that is not
+// Go's, such as a mapped file a caller's record may hold.)
+type bufferPool struct {
+	sizes [maxBufferShift - minBufferShift + 1]sync.Pool // of *[]byte, by size class
+
+	mu    sync.Mutex
+	out   map[uintptr]lent // buffers handed out, not given back, by address
+	sweep int              // len(out) at which out drops the notes of collected buffers
+}
+
+// lent is a buffer that bufferPool.get handed out.
+type lent struct {
+	w     weak.Pointer[byte]
+	class int
+}
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{out: make(map[uintptr]lent), sweep: 1024}
+}
+
+// get returns a buffer of n bytes, of unspecified contents, or nil where
+// n is outside the recycled sizes (the caller allocates then). Its
+// capacity is its size class's: put gives it back whole.
+func (p *bufferPool) get(n int) []byte {
+	if p == nil || n < 1<<minBufferShift || n > 1<<maxBufferShift {
+		return nil
+	}
+	c := max(bits.Len(uint(n-1)), minBufferShift) - minBufferShift
+	var b []byte
+	if v, ok := p.sizes[c].Get().(*[]byte); ok {
+		b = *v
+	} else {
+		b = make([]byte, 1<<(c+minBufferShift))
+	}
+	p.mu.Lock()
+	if len(p.out) >= p.sweep {
+		p.dropCollected()
+	}
+	p.out[uintptr(unsafe.Pointer(&b[0]))] = lent{weak.Make(&b[0]), c}
+	p.mu.Unlock()
+	return b[:n]
+}
+
+// alloc returns a buffer of n bytes from get, or else a new one of
+// exactly n bytes.
+func (p *bufferPool) alloc(n int) []byte {
+	if b := p.get(n); b != nil {
+		return b
+	}
+	return make([]byte, n)
+}
+
+// dropCollected drops the notes of buffers collected without being given
+// back (those of records never decoded). Called with p.mu held, when
+// the notes have doubled since the last time.
+func (p *bufferPool) dropCollected() {
+	for a, l := range p.out {
+		if l.w.Value() == nil {
+			delete(p.out, a)
+		}
+	}
+	p.sweep = max(1024, 2*len(p.out))
+}
+
+// put takes b back where it is a buffer that get handed out (b is its
+// start, with the capacity get gave it) and not given back since.
+func (p *bufferPool) put(b []byte) {
+	if p == nil || cap(b) < 1<<minBufferShift {
+		return
+	}
+	b = b[:cap(b)]
+	a := uintptr(unsafe.Pointer(&b[0]))
+	p.mu.Lock()
+	l, ok := p.out[a]
+	ok = ok && l.w.Value() == &b[0] && len(b) == 1<<(l.class+minBufferShift)
+	if ok {
+		delete(p.out, a)
+	}
+	p.mu.Unlock()
+	if ok {
+		p.sizes[l.class].Put(&b)
+	}
 }
 
 // Count returns the samples of the tar shard name, from its headers: for

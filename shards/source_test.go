@@ -1,13 +1,18 @@
 package shards
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -215,4 +220,120 @@ func TestSourceErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), noCls+`: sample "k1" has no .cls member (it has .bin)`)
 	assert.True(t, strings.HasPrefix(err.Error(), "engine: sample 0"), err.Error())
+}
+
+// bigPayload is the .bin member of sample id in the recycling tests:
+// 8 KiB and more, so that its buffer is a recycled one; every tenth is
+// more than a TarReader's read buffer (1 MiB), which it reads growing.
+func bigPayload(id int) []byte {
+	n := 8<<10 + (id*4099)%(40<<10)
+	if id%10 == 3 {
+		n = 1<<20 + id*1000
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(id*131 + i*7 + i>>8)
+	}
+	return b
+}
+
+// lentOut reports whether b is a buffer that recordBuffers handed out
+// and nobody gave back.
+func lentOut(b []byte) bool {
+	recordBuffers.mu.Lock()
+	defer recordBuffers.mu.Unlock()
+	_, ok := recordBuffers.out[uintptr(unsafe.Pointer(&b[0]))]
+	return ok
+}
+
+// Source.Decode takes back the large fields of the records its readers
+// made, and the records read after them into those buffers hold their own
+// bytes; a record it did not make keeps its bytes, Decode or not.
+func TestDecodeTakesBackLargeFields(t *testing.T) {
+	dir := t.TempDir()
+	var names []string
+	id := 0
+	for s := range 3 {
+		var ms []tarMember
+		for range 20 {
+			key := fmt.Sprintf("s%06d", id)
+			ms = append(ms, tarMember{name: key + ".cls", data: fmt.Append(nil, id)},
+				tarMember{name: key + ".bin", data: bigPayload(id)})
+			id++
+		}
+		names = append(names, filepath.Join(dir, fmt.Sprintf("train-%d.tar", s)))
+		require.NoError(t, os.WriteFile(names[s], tarBytes(t, ms...), 0o644))
+	}
+	decoded := 0
+	src, err := FromNames(names, testSchema, func(_ context.Context, rec engine.Record, _ *engine.Slot) error {
+		id, err := Int(rec, "cls")
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(rec.Fields["bin"], bigPayload(int(id))) {
+			return fmt.Errorf("sample %s: .bin is not its own", rec.Key)
+		}
+		decoded++
+		return nil
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	infos, err := src.Shards(ctx)
+	require.NoError(t, err)
+
+	foreign := bigPayload(7)
+	want := bytes.Clone(foreign)
+	for range 2 { // the second pass reads into the first's buffers
+		for _, info := range infos {
+			rr, err := src.Open(ctx, info)
+			require.NoError(t, err)
+			for {
+				rec, err := rr.Next(ctx)
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				b := rec.Fields["bin"]
+				require.True(t, lentOut(b), "sample %s: .bin is not a recycled buffer", rec.Key)
+				require.NoError(t, src.Decode(ctx, rec, nil))
+				assert.False(t, lentOut(b), "sample %s: .bin was not taken back", rec.Key)
+
+				// A record the Source did not read: Decode leaves its bytes.
+				frec := engine.Record{Key: "s000007", Shard: "mine", Fields: map[string][]byte{"cls": []byte("7"), "bin": foreign}}
+				require.NoError(t, src.Decode(ctx, frec, nil))
+			}
+			require.NoError(t, rr.Close())
+		}
+	}
+	assert.Equal(t, 2*2*id, decoded)
+	assert.Equal(t, want, foreign, "a record the Source did not read was overwritten")
+}
+
+func TestBufferPool(t *testing.T) {
+	p := newBufferPool()
+	for _, n := range []int{-1, 0, 1, 8<<10 - 1, 64<<20 + 1} {
+		assert.Nil(t, p.get(n), "get(%d)", n)
+	}
+	b := p.get(8<<10 + 1)
+	require.Len(t, b, 8<<10+1)
+	assert.Equal(t, 16<<10, cap(b))
+	p.put(b[1:]) // not a buffer's start
+	p.put(make([]byte, 16<<10))
+	assert.Len(t, p.out, 1)
+	p.put(b[:10]) // its start, with its capacity: taken back...
+	p.put(b)      // ...once
+	assert.Empty(t, p.out)
+	first, _ := p.sizes[1].Get().(*[]byte)
+	second, _ := p.sizes[1].Get().(*[]byte)
+	assert.False(t, first != nil && second != nil, "a buffer given back twice is handed out twice")
+
+	// A buffer never given back is collected, and its note dropped.
+	for range 3000 {
+		p.get(8 << 10)
+	}
+	runtime.GC()
+	p.mu.Lock()
+	p.dropCollected()
+	p.mu.Unlock()
+	assert.Less(t, len(p.out), 10)
 }

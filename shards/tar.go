@@ -57,6 +57,7 @@ type TarReader struct {
 	tr        *tar.Reader
 	maxMember int64
 	buf       *bufio.Reader // from tarBuffers, returned by Close; nil if none
+	bufs      *bufferPool   // where the members' bytes come from, a Source's; nil: allocated
 
 	next    *member // read ahead: the first member of the next sample
 	last    string  // name of the last member read, for errors
@@ -196,20 +197,21 @@ func (t *TarReader) member() (*member, error) {
 	}
 }
 
-// read reads the n bytes of the current member: into one allocation of
-// exactly n bytes where the read buffer already holds them, or can
+// read reads the n bytes of the current member: into one buffer (a
+// recycled one of a Source's, see Source.Decode, else an allocation of
+// exactly n bytes) where the read buffer already holds them, or can
 // (bufio.Reader.Peek fills it from the shard: the bytes exist before
 // anything is allocated for them), else growing as they arrive.
 func (t *TarReader) read(n int64) ([]byte, error) {
 	if t.buf == nil || n > int64(t.buf.Size()) {
-		return readGrowing(t.tr, n)
+		return readGrowing(t.tr, n, t.bufs)
 	}
 	if p, _ := t.buf.Peek(int(n)); int64(len(p)) < n {
-		return readGrowing(t.tr, n)
+		return readGrowing(t.tr, n, t.bufs)
 	}
 	// archive/tar reads headers block by block, unbuffered: the member's
 	// bytes are the next n of the read buffer.
-	data := make([]byte, n)
+	data := t.bufs.alloc(int(n))
 	m, err := io.ReadFull(t.tr, data)
 	return data[:m], err
 }
@@ -220,17 +222,19 @@ const firstRead = 64 << 10
 
 // readGrowing reads n bytes of r into a buffer that grows, doubling, as
 // they arrive: the size a header declares allocates nothing until the
-// bytes exist, and a complete read ends with a buffer of exactly n bytes.
+// bytes exist, and a complete read ends with a buffer of n bytes (of
+// bufs, which takes back the smaller ones, if not nil).
 // Fewer bytes are io.ErrUnexpectedEOF, with the bytes read.
-func readGrowing(r io.Reader, n int64) ([]byte, error) {
-	buf := make([]byte, 0, min(n, firstRead))
+func readGrowing(r io.Reader, n int64, bufs *bufferPool) ([]byte, error) {
+	buf := bufs.alloc(int(min(n, firstRead)))[:0]
 	for int64(len(buf)) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(n, 2*int64(cap(buf))))
+			grown := bufs.alloc(int(min(n, 2*int64(cap(buf)))))[:len(buf)]
 			copy(grown, buf)
+			bufs.put(buf)
 			buf = grown
 		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
+		m, err := r.Read(buf[len(buf):min(int64(cap(buf)), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil && int64(len(buf)) < n {
 			if err == io.EOF {
