@@ -63,8 +63,9 @@
 // its retries, up to MaxParquetBytes, as a Parquet file needs random
 // access (reading remote files by range requests is yet to come). Either
 // way the rows are read one row group at a time, and within it one page
-// per column at a time: field bytes are slices of the decompressed pages,
-// not copies. Sample counts (Source.Shards) come from the files' footers:
+// per column at a time, and each page goes back to parquet-go's buffers
+// once read: field bytes are copies (the large ones into buffers that
+// Source.Decode reuses after vision.Pipeline.Record decodes them). Sample counts (Source.Shards) come from the files' footers:
 // for a remote shard only its last bytes are read, by a range request.
 // Each row group's declared row count is held to the values its columns
 // hold, and the file's to the count the shard was listed with: a

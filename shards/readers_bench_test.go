@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/recycle"
 )
 
 // BenchmarkRecordReaders reads every record of a few local shards of
@@ -21,7 +22,7 @@ import (
 // payload each, as writeParquet writes them)
 // through Source.Open and Next, each record then given to Source.Decode
 // as a loader's worker does (a DecodeFunc that looks at the image's
-// length), and reports what the readers allocate per record (B/rec,
+// length and releases the record, as vision.Pipeline.Record does), and reports what the readers allocate per record (B/rec,
 // allocs/rec): what the garbage collector has to collect behind a
 // loader, where Decode gives the large fields' buffers back for the
 // records after them.
@@ -51,10 +52,11 @@ func BenchmarkRecordReaders(b *testing.B) {
 	for _, ext := range []string{"tar", "parquet"} {
 		b.Run(ext, func(b *testing.B) {
 			pattern := filepath.Join(dir, fmt.Sprintf("train-{0000..%04d}.%s", shards-1, ext))
-			decode := func(_ context.Context, rec engine.Record, _ *engine.Slot) error {
+			decode := func(ctx context.Context, rec engine.Record, _ *engine.Slot) error {
 				if len(rec.Fields["jpg"]) != size {
 					return fmt.Errorf("%s: %d bytes of jpg", rec.Key, len(rec.Fields["jpg"]))
 				}
+				recycle.Release(ctx) // as vision.Pipeline.Record does
 				return nil
 			}
 			src, err := New(pattern, testSchema, decode)

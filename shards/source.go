@@ -21,12 +21,12 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/recycle"
 )
 
 // DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
-// runs on a worker goroutine, concurrently with other calls. The bytes of
-// the record are the Source's again once it returns (see Source.Decode):
-// a DecodeFunc that keeps any of them past its return keeps a copy.
+// runs on a worker goroutine, concurrently with other calls. The record's
+// bytes are its own to keep.
 type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) error
 
 // Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
@@ -490,21 +490,25 @@ func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 	return rc.(*remoteReader).total, nil
 }
 
-// Decode writes rec into s with the Source's DecodeFunc, then takes back
-// the record's large fields (tar members and Parquet byte arrays of 8 KiB
-// and more) that the Source's readers made, to read later records into:
-// so a loader's epoch reads its images into the memory the images before
-// them held, as an ImageFolder reads each file into its worker's buffer,
-// instead of allocating their bytes anew and collecting them (a GC cycle
-// every few MB, and the page faults of memory the runtime gave back),
-// which cost a record 10 to 20% more CPU than a file (stop 28 in
-// bench/RESULTS.md). So rec's bytes must not be used once Decode
-// returns. A record never decoded is the garbage collector's, as are
-// fields the Source's readers did not make.
+// Decode writes rec into s with the Source's DecodeFunc. Where that is
+// vision.Pipeline.Record's, which keeps none of rec's bytes once it
+// returns, Decode then takes back the record's large fields (tar members
+// and Parquet byte arrays of 8 KiB and more) that the Source's readers
+// made, to read later records into: so an epoch reads its images into the
+// memory the images before them held, as an ImageFolder reads each file
+// into its worker's buffer, instead of allocating their bytes anew and
+// collecting them (a GC cycle every few MB, and the page faults of memory
+// the runtime gave back), which cost a record 10 to 20% more CPU than a
+// file (stop 28 in bench/RESULTS.md). Any other DecodeFunc may keep the
+// record's bytes: they are the garbage collector's, as are those of a
+// record never decoded and fields the Source's readers did not make.
 func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slot) error {
-	err := s.decode(ctx, rec, slot)
-	for _, b := range rec.Fields {
-		recordBuffers.put(b)
+	c := &recycle.Context{Context: ctx}
+	err := s.decode(c, rec, slot)
+	if c.Released() {
+		for _, b := range rec.Fields {
+			recordBuffers.put(b)
+		}
 	}
 	return err
 }

@@ -17,7 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/recycle"
+	"github.com/tensorbatch/tensorbatch/internal/s3test"
+	"github.com/tensorbatch/tensorbatch/vision"
 )
 
 // loadAll reads every batch of epoch through a loader of src.
@@ -247,8 +251,10 @@ func lentOut(b []byte) bool {
 }
 
 // Source.Decode takes back the large fields of the records its readers
-// made, and the records read after them into those buffers hold their own
-// bytes; a record it did not make keeps its bytes, Decode or not.
+// made where the DecodeFunc released them (as vision.Pipeline.Record
+// does), and the records read after them into those buffers hold their
+// own bytes. A DecodeFunc that does not release them keeps them intact,
+// and a record the Source did not make keeps its bytes, Decode or not.
 func TestDecodeTakesBackLargeFields(t *testing.T) {
 	dir := t.TempDir()
 	var names []string
@@ -264,49 +270,97 @@ func TestDecodeTakesBackLargeFields(t *testing.T) {
 		names = append(names, filepath.Join(dir, fmt.Sprintf("train-%d.tar", s)))
 		require.NoError(t, os.WriteFile(names[s], tarBytes(t, ms...), 0o644))
 	}
-	decoded := 0
-	src, err := FromNames(names, testSchema, func(_ context.Context, rec engine.Record, _ *engine.Slot) error {
-		id, err := Int(rec, "cls")
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(rec.Fields["bin"], bigPayload(int(id))) {
-			return fmt.Errorf("sample %s: .bin is not its own", rec.Key)
-		}
-		decoded++
-		return nil
-	})
+	for _, release := range []bool{true, false} {
+		t.Run(fmt.Sprintf("release=%v", release), func(t *testing.T) {
+			decoded := 0
+			kept := map[int64][]byte{} // without release: the fields, as a DecodeFunc may keep them
+			src, err := FromNames(names, testSchema, func(ctx context.Context, rec engine.Record, _ *engine.Slot) error {
+				id, err := Int(rec, "cls")
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(rec.Fields["bin"], bigPayload(int(id))) {
+					return fmt.Errorf("sample %s: .bin is not its own", rec.Key)
+				}
+				decoded++
+				if release {
+					recycle.Release(ctx)
+				} else {
+					kept[id] = rec.Fields["bin"]
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			ctx := context.Background()
+			infos, err := src.Shards(ctx)
+			require.NoError(t, err)
+
+			foreign := bigPayload(7)
+			want := bytes.Clone(foreign)
+			for range 2 { // the second pass reads into the first's buffers, if released
+				for _, info := range infos {
+					rr, err := src.Open(ctx, info)
+					require.NoError(t, err)
+					for {
+						rec, err := rr.Next(ctx)
+						if err == io.EOF {
+							break
+						}
+						require.NoError(t, err)
+						b := rec.Fields["bin"]
+						require.True(t, lentOut(b), "sample %s: .bin is not a recycled buffer", rec.Key)
+						require.NoError(t, src.Decode(ctx, rec, nil))
+						assert.Equal(t, !release, lentOut(b), "sample %s: .bin taken back: %v", rec.Key, !lentOut(b))
+
+						// A record the Source did not read: Decode leaves its bytes.
+						frec := engine.Record{Key: "s000007", Shard: "mine", Fields: map[string][]byte{"cls": []byte("7"), "bin": foreign}}
+						require.NoError(t, src.Decode(ctx, frec, nil))
+					}
+					require.NoError(t, rr.Close())
+				}
+			}
+			assert.Equal(t, 2*2*id, decoded)
+			assert.Equal(t, want, foreign, "a record the Source did not read was overwritten")
+			for id, b := range kept {
+				require.Equal(t, bigPayload(int(id)), b, "sample %d: a field kept by the DecodeFunc was overwritten", id)
+			}
+		})
+	}
+}
+
+// Through vision.Pipeline.Record, the DecodeFunc of image shards, the
+// Source takes back the images' buffers.
+func TestDecodeTakesBackImagesOfPipelineRecord(t *testing.T) {
+	var ms []tarMember
+	for id := range 4 {
+		ms = append(ms, tarMember{name: fmt.Sprintf("%04d.jpg", id), data: s3test.JPEG(id, 256)},
+			tarMember{name: fmt.Sprintf("%04d.cls", id), data: fmt.Append(nil, id)})
+	}
+	name := filepath.Join(t.TempDir(), "train.tar")
+	require.NoError(t, os.WriteFile(name, tarBytes(t, ms...), 0o644))
+	p, err := vision.NewPipeline(vision.Eval(32))
+	require.NoError(t, err)
+	defer p.Close()
+	src, err := FromNames([]string{name}, p.Schema(), p.Record("jpg", "cls"))
 	require.NoError(t, err)
 	ctx := context.Background()
 	infos, err := src.Shards(ctx)
 	require.NoError(t, err)
-
-	foreign := bigPayload(7)
-	want := bytes.Clone(foreign)
-	for range 2 { // the second pass reads into the first's buffers
-		for _, info := range infos {
-			rr, err := src.Open(ctx, info)
-			require.NoError(t, err)
-			for {
-				rec, err := rr.Next(ctx)
-				if err == io.EOF {
-					break
-				}
-				require.NoError(t, err)
-				b := rec.Fields["bin"]
-				require.True(t, lentOut(b), "sample %s: .bin is not a recycled buffer", rec.Key)
-				require.NoError(t, src.Decode(ctx, rec, nil))
-				assert.False(t, lentOut(b), "sample %s: .bin was not taken back", rec.Key)
-
-				// A record the Source did not read: Decode leaves its bytes.
-				frec := engine.Record{Key: "s000007", Shard: "mine", Fields: map[string][]byte{"cls": []byte("7"), "bin": foreign}}
-				require.NoError(t, src.Decode(ctx, frec, nil))
-			}
-			require.NoError(t, rr.Close())
-		}
+	rr, err := src.Open(ctx, infos[0])
+	require.NoError(t, err)
+	defer rr.Close()
+	layout, err := collate.NewLayout(p.Schema(), 1)
+	require.NoError(t, err)
+	slot := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
+	for range 4 {
+		rec, err := rr.Next(ctx)
+		require.NoError(t, err)
+		b := rec.Fields["jpg"]
+		require.Greater(t, len(b), 8<<10)
+		require.True(t, lentOut(b), "sample %s: .jpg is not a recycled buffer", rec.Key)
+		require.NoError(t, src.Decode(ctx, rec, slot))
+		assert.False(t, lentOut(b), "sample %s: .jpg was not taken back", rec.Key)
 	}
-	assert.Equal(t, 2*2*id, decoded)
-	assert.Equal(t, want, foreign, "a record the Source did not read was overwritten")
 }
 
 func TestBufferPool(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/recycle"
 )
 
 // recordImageExts are the members Record takes an image from when the
@@ -55,6 +56,7 @@ func (p *Pipeline) Record(image, label string) func(ctx context.Context, rec eng
 			return fmt.Errorf("vision: %s: sample %q: .%s: %w", rec.Shard, rec.Key, ext, err)
 		}
 		collate.As[int64](s.Tensor(labelField))[0] = y
+		recycle.Release(ctx) // the decoder kept none of rec's bytes: the Source may reuse them
 		return nil
 	}
 }

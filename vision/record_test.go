@@ -15,6 +15,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/recycle"
 	"github.com/tensorbatch/tensorbatch/shards"
 	"github.com/tensorbatch/tensorbatch/vision"
 )
@@ -183,6 +184,29 @@ func TestRecordMembers(t *testing.T) {
 	require.NoError(t, closed.Close())
 	_, err = recordSlot(t, closed, "jpg", "cls", engine.Record{Key: "k", Shard: "s", Fields: map[string][]byte{"jpg": jpg, "cls": []byte("1")}})
 	assert.ErrorIs(t, err, fs.ErrClosed)
+}
+
+// Record tells the shard reader that called it that it kept none of the
+// record's bytes (so a shards.Source may read later records into them),
+// once it has decoded the record; a failed record is not released.
+func TestRecordReleasesTheRecord(t *testing.T) {
+	jpg, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
+	require.NoError(t, err)
+	p, err := vision.NewPipeline(vision.Eval(16))
+	require.NoError(t, err)
+	defer p.Close()
+	layout, err := collate.NewLayout(p.Schema(), 1)
+	require.NoError(t, err)
+	s := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
+	for _, tc := range []struct {
+		image string
+		ok    bool
+	}{{string(jpg), true}, {"not an image", false}} {
+		ctx := &recycle.Context{Context: context.Background()}
+		err := p.Record("jpg", "cls")(ctx, engine.Record{Key: "k", Shard: "s", Fields: map[string][]byte{"jpg": []byte(tc.image), "cls": []byte("1")}}, s)
+		assert.Equal(t, tc.ok, err == nil, "%v", err)
+		assert.Equal(t, tc.ok, ctx.Released())
+	}
 }
 
 // A bad record in a shard fails its sample in the loader, with the
