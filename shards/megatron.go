@@ -457,22 +457,22 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	}
 	o := e.order
 	row := len(dst) / max(len(indices), 1)
-	var i int
-	inFile := true // every run read from the mapping ended inside the file
-	err := guardMapped(d.bin, func() error {
-		for i = range indices {
-			ok, err := d.sample(dst[i*row:(i+1)*row], e, indices[i])
-			if err != nil {
-				return err
+	if d.all == nil {
+		for i, index := range indices {
+			if err := d.read(dst[i*row:(i+1)*row], o, index); err != nil {
+				return i, err
 			}
-			inFile = inFile && ok
 		}
-		return nil
-	})
+		return 0, nil
+	}
+	var to int64   // where the run being copied goes in dst
+	inFile := true // every run read from the mapping ended inside the file
+	err := guardMapped(d.bin, func() error { return d.copyBatch(dst, e, indices, &to, &inFile) })
+	i := int(to) / max(row, 1)
 	if f, ok := err.(fault); ok {
 		return i, d.cut(o, indices[i], f)
 	}
-	if err != nil || d.all == nil || inFile {
+	if err != nil || inFile {
 		return i, err
 	}
 	// A run ended on zeros, which a file cut inside a page also reads
@@ -487,6 +487,100 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 		}
 	}
 	return 0, nil
+}
+
+// megatronRun is one run of a sample's tokens: the bytes [from, end) of
+// the .bin, to be written from byte to of the batch.
+type megatronRun struct{ from, end, to int64 }
+
+// megatronRuns is how many runs copyBatch finds before it copies them.
+const megatronRuns = 128
+
+// copyBatch writes samples o.Shuffle[indices[r]] of epoch e into row r
+// of dst, from the mapping: it finds up to megatronRuns runs in e's
+// tables, then copies them, and so on. The copies, one after the other
+// with no lookup in between, overlap their reads of the .bin as a plain
+// loop of copies does; with the lookups and their branches interleaved
+// (a sample spans one document or several) they did not, and a batch
+// took a third longer. *to is where the run being copied (or the sample
+// that failed) goes, for the caller's error; *inFile is cleared when a
+// run ends on a zero byte (endsInFile). Call it under guardMapped.
+func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
+	var buf [megatronRuns]megatronRun
+	runs := buf[:0]
+	row := int64(len(dst) / max(len(indices), 1))
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	length, pointer := e.length, e.pointer[:len(e.length)]
+	for r, index := range indices {
+		if index < 0 || index >= len(e.start) {
+			*to = int64(r) * row
+			return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
+		}
+		at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
+		at0 := int64(r) * row
+		for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+			if at >= len(length) {
+				*to = int64(r) * row
+				return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
+			}
+			n := min(int64(length[at])-off, remaining)
+			if n <= 0 {
+				continue
+			}
+			if len(runs) == len(buf) {
+				if err := d.copyRuns(dst, e.order, indices, row, runs, to, inFile); err != nil {
+					return err
+				}
+				runs = runs[:0]
+			}
+			from := pointer[at] + off*es
+			runs = append(runs, megatronRun{from, from + n*es, at0})
+			at0 += n * ow
+			remaining -= n
+		}
+	}
+	return d.copyRuns(dst, e.order, indices, row, runs, to, inFile)
+}
+
+// copyRuns copies the runs that copyBatch found (converting them to Out),
+// then checks that each ended inside the file: the last byte it read is
+// not zero, or endsInFile says so.
+func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []megatronRun, to *int64, inFile *bool) error {
+	all := d.all
+	if d.cfg.Out == d.idx.dtype && littleEndian {
+		for _, r := range runs {
+			*to = r.to
+			copy(dst[r.to:r.to+r.end-r.from], all[r.from:r.end])
+		}
+		for _, r := range runs {
+			if dst[r.to+r.end-r.from-1] == 0 && !endsInFile(all, r.end) { // the byte as copied: in cache
+				*inFile = false
+			}
+		}
+		return nil
+	}
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	for _, r := range runs {
+		*to = r.to
+		n := (r.end - r.from) / es
+		if err := d.convert(dst[r.to:r.to+n*ow], all[r.from:r.end], 0); err != nil {
+			index := indices[r.to/row]
+			return d.pieces(o, index, func(seq int32, off, _, from, _ int64) error {
+				if from != r.from {
+					return nil
+				}
+				err = d.convert(dst[r.to:r.to+n*ow], all[r.from:r.end], off) // again, for the token's number in its sequence
+				return fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+					d.prefix, o.Shuffle[index], seq, off, off+n, r.from, r.end, err)
+			})
+		}
+	}
+	for _, r := range runs {
+		if !endsInFile(all, r.end) {
+			*inFile = false
+		}
+	}
+	return nil
 }
 
 // pieces calls f for each run of sample o.Shuffle[index]'s tokens: n
@@ -514,45 +608,6 @@ func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, o
 		}
 	}
 	return nil
-}
-
-// sample writes sample o.Shuffle[index] of epoch e into dst. Where the
-// .bin is mapped, inFile reports whether every run it read certainly
-// ended inside the file (endsInFile); call it under guardMapped.
-func (d *MegatronDataset) sample(dst []byte, e *megatronEpoch, index int) (inFile bool, err error) {
-	if d.all == nil {
-		return false, d.read(dst, e.order, index)
-	}
-	if index < 0 || index >= len(e.start) {
-		return false, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
-	}
-	// pieces, from e's tables: this is the loop of every batch.
-	at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
-	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
-	same := d.cfg.Out == d.idx.dtype && littleEndian
-	length, pointer, all := e.length, e.pointer[:len(e.length)], d.all
-	inFile = true
-	var to int64
-	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
-		if at >= len(length) {
-			return false, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
-		}
-		n := min(int64(length[at])-off, remaining)
-		if n <= 0 {
-			continue
-		}
-		from, end := pointer[at]+off*es, pointer[at]+(off+n)*es
-		if same {
-			copy(dst[to:to+n*ow], all[from:end])
-		} else if err := d.convert(dst[to:to+n*ow], all[from:end], off); err != nil {
-			return false, fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
-				d.prefix, e.order.Shuffle[index], e.order.Documents[at], off, off+n, from, end, err)
-		}
-		inFile = inFile && endsInFile(all, end)
-		to += n * ow
-		remaining -= n
-	}
-	return inFile, nil
 }
 
 // read writes sample o.Shuffle[index] into dst, read from the .bin with

@@ -376,13 +376,29 @@ func TestMegatronFillBatchMatchesFill(t *testing.T) {
 	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 1, 0, layout, buf, 0)), "closed")
 }
 
-// An int64 token that Out Int32 cannot hold is an error naming it.
+// An int64 token that Out Int32 cannot hold is an error naming the
+// sample, the run of its sequence being read and the token, at the first
+// index of the batch whose sample holds it.
 func TestMegatronOutOfRangeForInt32(t *testing.T) {
-	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3}, {4, 1 << 40, 6}})
+	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 1 << 40, 12, 13}, {14, 15, 16, 17, 18}})
 	d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Out: collate.Int32})
 	require.NoError(t, err)
 	defer d.Close()
-	l, err := engine.New(d, engine.Config{BatchSize: 1, WorldSize: 1, Backend: "cpu"})
+	o, err := d.Order(0)
+	require.NoError(t, err)
+	index, want := -1, ""
+	for i := range o.Shuffle {
+		require.NoError(t, d.pieces(o, i, func(seq int32, off, n, from, _ int64) error {
+			if seq == 1 && off <= 3 && 3 < off+n && want == "" {
+				index = i
+				want = fmt.Sprintf("%s.bin: sample %d, sequence 1 (tokens %d to %d, bytes %d to %d): token 3 is 1099511627776, more than int32 (MegatronConfig.Out) holds",
+					prefix, o.Shuffle[i], off, off+n, from, from+8*n)
+			}
+			return nil
+		}))
+	}
+	require.NotEmpty(t, want)
+	l, err := engine.New(d, engine.Config{BatchSize: d.Len(), WorldSize: 1, Backend: "cpu"}) // one batch
 	require.NoError(t, err)
 	defer l.Close()
 	var got error
@@ -392,8 +408,10 @@ func TestMegatronOutOfRangeForInt32(t *testing.T) {
 			break
 		}
 	}
-	assert.ErrorContains(t, got, "1099511627776, more than int32 (MegatronConfig.Out) holds")
-	assert.ErrorContains(t, got, prefix+".bin")
+	var se *engine.SampleError
+	require.ErrorAs(t, got, &se)
+	assert.Equal(t, index, se.Index)
+	assert.ErrorContains(t, got, want)
 }
 
 // megatronIdx returns a valid .idx and .bin: 3 uint16 sequences of 4, 2
