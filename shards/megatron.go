@@ -72,7 +72,8 @@ type MegatronConfig struct {
 // The .bin is memory-mapped where the OS allows (unix) and read with
 // ReadAt elsewhere; the .idx is read and checked once, at open, against
 // both files' sizes. It is safe for concurrent Fills; Close it after the
-// loaders that use it.
+// loaders that use it. The first Fill of an epoch starts building the next
+// epoch's order on a goroutine of its own, which Close stops.
 type MegatronDataset struct {
 	prefix  string
 	cfg     MegatronConfig
@@ -85,8 +86,9 @@ type MegatronDataset struct {
 	schema  collate.Schema
 	closed  atomic.Bool
 
-	mu     sync.Mutex
-	epochs map[int]*megatronEpoch // at most two, the latest built
+	mu       sync.Mutex
+	epochs   map[int]*megatronEpoch // at most two, the latest built
+	building sync.WaitGroup         // the builds ahead
 }
 
 // MegatronOrder is one epoch's indices, as Megatron's GPTDataset keeps
@@ -115,6 +117,7 @@ type megatronEpoch struct {
 	once  sync.Once
 	order MegatronOrder
 	err   error
+	next  atomic.Bool // the next epoch's build has started (use)
 	// start[i] is where the sample of index i starts: its position in
 	// the document order << 32 | its first token's offset.
 	start []uint64
@@ -309,24 +312,69 @@ func (d *MegatronDataset) Order(epoch int) (MegatronOrder, error) {
 // epoch returns epoch's order and tables, built on first use.
 func (d *MegatronDataset) epoch(epoch int) (*megatronEpoch, error) {
 	d.mu.Lock()
-	e := d.epochs[epoch]
-	if e == nil {
-		e = &megatronEpoch{}
-		if len(d.epochs) >= 2 { // keep the latest two: loaders run one epoch at a time
-			old := epoch
-			for k := range d.epochs {
-				old = min(old, k)
-			}
-			if old != epoch {
-				delete(d.epochs, old)
-			}
-		}
-		d.epochs[epoch] = e
-	}
+	e, _ := d.entry(epoch)
 	d.mu.Unlock()
 	e.once.Do(func() { e.err = d.build(e, epoch) })
 	return e, e.err
 }
+
+// entry returns epoch's entry, made (not built) if there is none, and
+// whether it was made. Called with d.mu held.
+func (d *MegatronDataset) entry(epoch int) (e *megatronEpoch, made bool) {
+	if e = d.epochs[epoch]; e != nil {
+		return e, false
+	}
+	e = &megatronEpoch{}
+	if len(d.epochs) >= 2 { // keep the latest two: loaders run one epoch at a time
+		old := epoch
+		for k := range d.epochs {
+			old = min(old, k)
+		}
+		if old != epoch {
+			delete(d.epochs, old)
+		}
+	}
+	d.epochs[epoch] = e
+	return e, true
+}
+
+// use returns epoch's tables for a Fill; the first Fill of an epoch
+// starts building the next one's in the background (ahead), so that a
+// loader going through the epochs in turn finds them built.
+func (d *MegatronDataset) use(epoch int) (*megatronEpoch, error) {
+	e, err := d.epoch(epoch)
+	if err == nil && !e.next.Load() && !e.next.Swap(true) {
+		d.ahead(epoch + 1)
+	}
+	return e, err
+}
+
+// ahead builds epoch's order and tables on a goroutine of their own,
+// unless they are built or being built already; Close stops it (build
+// looks between its steps) and waits for it.
+func (d *MegatronDataset) ahead(epoch int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return
+	}
+	e, made := d.entry(epoch)
+	if !made {
+		return
+	}
+	d.building.Add(1)
+	go func() {
+		defer d.building.Done()
+		if hook := megatronAhead.Load(); hook != nil {
+			(*hook)(d, epoch)
+		}
+		e.once.Do(func() { e.err = d.build(e, epoch) })
+	}()
+}
+
+// megatronAhead, when set (by tests), runs first on the goroutine of
+// ahead.
+var megatronAhead atomic.Pointer[func(d *MegatronDataset, epoch int)]
 
 // build makes epoch's indices and tables, into e.
 func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
@@ -336,6 +384,9 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 		docs[i] = int32(i)
 	}
 	shuffle(rng, docs)
+	if d.closed.Load() { // a build ahead, stopped by Close
+		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	}
 	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
 	for i, doc := range docs {
 		lengths[i], pointers[i] = d.idx.lengths[doc], d.idx.pointers[doc]
@@ -343,6 +394,9 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
 		return fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+	}
+	if d.closed.Load() {
+		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
 	}
 	order := make([]int64, len(samples)/2-1)
 	for i := range order {
@@ -426,7 +480,7 @@ func buildSampleIndex(lengths []int32, seqLen int, tokens int64) ([]int64, error
 
 // Fill writes sample Shuffle[s.Index()] of s.Epoch() into its slot.
 func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
-	e, err := d.epoch(s.Epoch())
+	e, err := d.use(s.Epoch())
 	if err != nil {
 		return err
 	}
@@ -439,7 +493,7 @@ func (d *MegatronDataset) Fill(_ context.Context, s *engine.Slot) error {
 // mapped with one fault guard a batch and no system call (a stat only
 // where a run of tokens ends on zeros: endsInFile).
 func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
-	e, err := d.epoch(b.Epoch())
+	e, err := d.use(b.Epoch())
 	if err != nil {
 		return err
 	}
@@ -490,7 +544,10 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 }
 
 // megatronRun is one run of a sample's tokens: the bytes [from, end) of
-// the .bin, to be written from byte to of the batch.
+// the .bin, to be written from byte to of the batch. It is kept to 24
+// bytes: with two int32 more (the document, the row) the copies of a batch
+// took about a fifth longer (AMD EPYC, 2 vCPUs), for reasons not pinned
+// down; the error paths find those again.
 type megatronRun struct{ from, end, to int64 }
 
 // megatronRuns is how many runs copyBatch finds before it copies them.
@@ -501,8 +558,9 @@ const megatronRuns = 128
 // tables, then copies them, and so on. The copies, one after the other
 // with no lookup in between, overlap their reads of the .bin as a plain
 // loop of copies does; with the lookups and their branches interleaved
-// (a sample spans one document or several) they did not, and a batch
-// took a third longer. *to is where the run being copied (or the sample
+// (a sample spans one document or several) a batch took about 40% longer
+// than that loop, and takes about 10% longer now (bench/RESULTS.md, stop
+// 28). *to is where the run being copied (or the sample
 // that failed) goes, for the caller's error; *inFile is cleared when a
 // run ends on a zero byte (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
@@ -733,12 +791,16 @@ func widenTo[S uint8 | int8 | int16 | uint16 | int32](dst []byte, to collate.DTy
 	}
 }
 
-// Close unmaps and closes the .bin. Fills must not run during or after
-// it.
+// Close stops the build of an epoch ahead, if any, then unmaps and
+// closes the .bin. Fills must not run during or after it.
 func (d *MegatronDataset) Close() error {
-	if d.closed.Swap(true) {
+	d.mu.Lock() // with ahead: no build starts once closed is set
+	closed := d.closed.Swap(true)
+	d.mu.Unlock()
+	if closed {
 		return nil
 	}
+	d.building.Wait()
 	return d.bin.close()
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -314,6 +315,77 @@ func TestMegatronDeterministic(t *testing.T) {
 		o2, _ := open(1).Order(0)
 		assert.Equal(t, o1, o2)
 	}
+}
+
+// The first Fill of an epoch builds the next epoch's order in the
+// background: the same order as a dataset that builds it when asked, and
+// the same samples through the loader; Close leaves no goroutine behind.
+func TestMegatronBuildsNextEpochAhead(t *testing.T) {
+	prefix := megatronDocs(t, collate.Uint16, knownDocs())
+	open := func() *MegatronDataset {
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 6, Seed: 3})
+		require.NoError(t, err)
+		return d
+	}
+	d, fresh := open(), open()
+	_, raw0 := megatronRows(t, d, engine.Config{BatchSize: 4}, 0)
+	d.mu.Lock()
+	e := d.epochs[1]
+	d.mu.Unlock()
+	require.NotNil(t, e, "epoch 1 started ahead")
+	_, raw1 := megatronRows(t, d, engine.Config{BatchSize: 4, Workers: 2}, 1)
+	require.NoError(t, e.err)
+	got, err := d.Order(1)
+	require.NoError(t, err)
+	want, err := fresh.Order(1)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, fresh0 := megatronRows(t, fresh, engine.Config{BatchSize: 4}, 0)
+	_, fresh1 := megatronRows(t, fresh, engine.Config{BatchSize: 4}, 1)
+	assert.Equal(t, fresh0, raw0)
+	assert.Equal(t, fresh1, raw1)
+	require.NoError(t, d.Close())
+	require.NoError(t, fresh.Close())
+	goleak.VerifyNone(t)
+}
+
+// Close stops a build ahead that has not finished, and waits for its
+// goroutine: the epoch is left unbuilt, with an error saying why.
+func TestMegatronCloseStopsTheBuildAhead(t *testing.T) {
+	prefix := megatronDocs(t, collate.Uint16, knownDocs())
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 6})
+	require.NoError(t, err)
+	started, release := make(chan int, 1), make(chan struct{})
+	hook := func(of *MegatronDataset, epoch int) {
+		if of == d {
+			started <- epoch
+			<-release
+		}
+	}
+	megatronAhead.Store(&hook)
+	defer megatronAhead.Store(nil)
+	_, err = d.use(0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, <-started)
+	closed := make(chan error)
+	go func() { closed <- d.Close() }()
+	for !d.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the build ahead was running")
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-closed)
+	d.mu.Lock()
+	e := d.epochs[1]
+	d.mu.Unlock()
+	assert.ErrorContains(t, e.err, "closed")
+	assert.Nil(t, e.start, "not built")
+	d.ahead(2) // after Close: nothing starts
+	goleak.VerifyNone(t)
 }
 
 // A loader saved mid-epoch (engine.State, through JSON) and resumed in a
