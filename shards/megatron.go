@@ -553,16 +553,16 @@ type megatronRun struct{ from, end, to int64 }
 // megatronRuns is how many runs copyBatch finds before it copies them.
 const megatronRuns = 128
 
-// copyBatch writes samples o.Shuffle[indices[r]] of epoch e into row r
-// of dst, from the mapping: it finds up to megatronRuns runs in e's
-// tables, then copies them, and so on. The copies, one after the other
-// with no lookup in between, overlap their reads of the .bin as a plain
-// loop of copies does; with the lookups and their branches interleaved
-// (a sample spans one document or several) a batch took about 40% longer
-// than that loop, and takes about 10% longer now (bench/RESULTS.md, stop
-// 28). *to is where the run being copied (or the sample
-// that failed) goes, for the caller's error; *inFile is cleared when a
-// run ends on a zero byte (endsInFile). Call it under guardMapped.
+// copyBatch writes samples e.order.Shuffle[indices[r]] into row r of
+// dst, from the mapping: it finds up to megatronRuns runs in e's tables,
+// then copies them, and so on. The copies, one after the other with no
+// lookup in between, overlap their reads of the .bin as a plain loop of
+// copies does; with the lookups and their branches interleaved (a sample
+// spans one document or several) a batch took 1.4-1.5 times as long as
+// that loop, and takes 1.1 times now (bench/RESULTS.md, stop 28). *to is
+// where the run being copied (or the sample that failed) goes, for the
+// caller's error; *inFile is cleared when a run ends on a zero byte
+// (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
 	var buf [megatronRuns]megatronRun
 	runs := buf[:0]
