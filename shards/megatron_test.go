@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -316,6 +317,77 @@ func TestMegatronDeterministic(t *testing.T) {
 	}
 }
 
+// The first Fill of an epoch builds the next epoch's order in the
+// background: the same order as a dataset that builds it when asked, and
+// the same samples through the loader; Close leaves no goroutine behind.
+func TestMegatronBuildsNextEpochAhead(t *testing.T) {
+	prefix := megatronDocs(t, collate.Uint16, knownDocs())
+	open := func() *MegatronDataset {
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 6, Seed: 3})
+		require.NoError(t, err)
+		return d
+	}
+	d, fresh := open(), open()
+	_, raw0 := megatronRows(t, d, engine.Config{BatchSize: 4}, 0)
+	d.mu.Lock()
+	e := d.epochs[1]
+	d.mu.Unlock()
+	require.NotNil(t, e, "epoch 1 started ahead")
+	_, raw1 := megatronRows(t, d, engine.Config{BatchSize: 4, Workers: 2}, 1)
+	require.NoError(t, e.err)
+	got, err := d.Order(1)
+	require.NoError(t, err)
+	want, err := fresh.Order(1)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, fresh0 := megatronRows(t, fresh, engine.Config{BatchSize: 4}, 0)
+	_, fresh1 := megatronRows(t, fresh, engine.Config{BatchSize: 4}, 1)
+	assert.Equal(t, fresh0, raw0)
+	assert.Equal(t, fresh1, raw1)
+	require.NoError(t, d.Close())
+	require.NoError(t, fresh.Close())
+	goleak.VerifyNone(t)
+}
+
+// Close stops a build ahead that has not finished, and waits for its
+// goroutine: the epoch is left unbuilt, with an error saying why.
+func TestMegatronCloseStopsTheBuildAhead(t *testing.T) {
+	prefix := megatronDocs(t, collate.Uint16, knownDocs())
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 6})
+	require.NoError(t, err)
+	started, release := make(chan int, 1), make(chan struct{})
+	hook := func(of *MegatronDataset, epoch int) {
+		if of == d {
+			started <- epoch
+			<-release
+		}
+	}
+	megatronAhead.Store(&hook)
+	defer megatronAhead.Store(nil)
+	_, err = d.use(0)
+	require.NoError(t, err)
+	assert.Equal(t, 1, <-started)
+	closed := make(chan error)
+	go func() { closed <- d.Close() }()
+	for !d.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the build ahead was running")
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-closed)
+	d.mu.Lock()
+	e := d.epochs[1]
+	d.mu.Unlock()
+	assert.ErrorContains(t, e.err, "closed")
+	assert.Nil(t, e.start, "not built")
+	d.ahead(2) // after Close: nothing starts
+	goleak.VerifyNone(t)
+}
+
 // A loader saved mid-epoch (engine.State, through JSON) and resumed in a
 // new loader over a new dataset delivers exactly the rest of the epoch.
 func TestMegatronResume(t *testing.T) {
@@ -376,13 +448,29 @@ func TestMegatronFillBatchMatchesFill(t *testing.T) {
 	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 1, 0, layout, buf, 0)), "closed")
 }
 
-// An int64 token that Out Int32 cannot hold is an error naming it.
+// An int64 token that Out Int32 cannot hold is an error naming the
+// sample, the run of its sequence being read and the token, at the first
+// index of the batch whose sample holds it.
 func TestMegatronOutOfRangeForInt32(t *testing.T) {
-	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3}, {4, 1 << 40, 6}})
+	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 1 << 40, 12, 13}, {14, 15, 16, 17, 18}})
 	d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Out: collate.Int32})
 	require.NoError(t, err)
 	defer d.Close()
-	l, err := engine.New(d, engine.Config{BatchSize: 1, WorldSize: 1, Backend: "cpu"})
+	o, err := d.Order(0)
+	require.NoError(t, err)
+	index, want := -1, ""
+	for i := range o.Shuffle {
+		require.NoError(t, d.pieces(o, i, func(seq int32, off, n, from, _ int64) error {
+			if seq == 1 && off <= 3 && 3 < off+n && want == "" {
+				index = i
+				want = fmt.Sprintf("%s.bin: sample %d, sequence 1 (tokens %d to %d, bytes %d to %d): token 3 is 1099511627776, more than int32 (MegatronConfig.Out) holds",
+					prefix, o.Shuffle[i], off, off+n, from, from+8*n)
+			}
+			return nil
+		}))
+	}
+	require.NotEmpty(t, want)
+	l, err := engine.New(d, engine.Config{BatchSize: d.Len(), WorldSize: 1, Backend: "cpu"}) // one batch
 	require.NoError(t, err)
 	defer l.Close()
 	var got error
@@ -392,8 +480,10 @@ func TestMegatronOutOfRangeForInt32(t *testing.T) {
 			break
 		}
 	}
-	assert.ErrorContains(t, got, "1099511627776, more than int32 (MegatronConfig.Out) holds")
-	assert.ErrorContains(t, got, prefix+".bin")
+	var se *engine.SampleError
+	require.ErrorAs(t, got, &se)
+	assert.Equal(t, index, se.Index)
+	assert.ErrorContains(t, got, want)
 }
 
 // megatronIdx returns a valid .idx and .bin: 3 uint16 sequences of 4, 2
