@@ -129,6 +129,18 @@ AVX2 static void fv_avx2(uint8_t *out, const uint8_t *const *rows, int nbytes, i
 	}
 }
 
+/* rgb_split[c][l]: where plane c's 16 bytes come from in the l-th 16
+ * bytes of 16 RGB pixels (6, 5 and 5 bytes for R; 5, 6, 5 for G; 5, 5, 6
+ * for B); -1 gives 0, for the OR of the three shuffles. */
+static const int8_t rgb_split[3][3][16] = {
+    {{0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13}},
+    {{1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14}},
+    {{2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1},
+     {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15}},
+};
+
 AVX2 static void fsplit_avx2(uint8_t *const pl[3], const uint8_t *src, int w, int bpp) {
 	if (w < 16) {
 		fsplit_scalar(pl, src, 0, w, bpp);
@@ -136,15 +148,12 @@ AVX2 static void fsplit_avx2(uint8_t *const pl[3], const uint8_t *src, int w, in
 	}
 	/* 16 pixels at a time, the last 16 overlapping the ones before */
 	if (bpp == 3) {
-		/* m[c][l]: where plane c's 16 bytes come from in load l (6, 5 and 5 bytes for R; 5, 6, 5 for G; 5, 5, 6 for B) */
-		const __m128i m[3][3] = {
-		    {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1), _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
-		     _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
-		    {_mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1), _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
-		     _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
-		    {_mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1), _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
-		     _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
-		};
+		__m128i m[3][3];
+		for (int c = 0; c < 3; c++) {
+			for (int l = 0; l < 3; l++) {
+				m[c][l] = _mm_loadu_si128((const __m128i *)(const void *)rgb_split[c][l]);
+			}
+		}
 		for (int x = 0;; x += 16) {
 			x = x < w - 16 ? x : w - 16;
 			const uint8_t *s = src + 3 * x;
@@ -184,19 +193,13 @@ AVX2 static void fsplit_avx2(uint8_t *const pl[3], const uint8_t *src, int w, in
  * is not written and read back). Same bytes as the two passes. */
 AVX2 static void fvsplit_avx2(uint8_t *const pl[3], const uint8_t *const *rows, int w, int n, const uint16_t *k) {
 	const __m256i z = _mm256_setzero_si256();
-	/* fsplit_avx2's shuffles, in both lanes: lane 0 splits pixels 0-15,
-	 * lane 1 pixels 16-31 */
-	const __m256i m[3][3] = {
-	    {_mm256_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13)},
-	    {_mm256_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14)},
-	    {_mm256_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1),
-	     _mm256_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15)},
-	};
+	/* rgb_split in both lanes: lane 0 splits pixels 0-15, lane 1 pixels 16-31 */
+	__m256i m[3][3];
+	for (int c = 0; c < 3; c++) {
+		for (int l = 0; l < 3; l++) {
+			m[c][l] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)rgb_split[c][l]));
+		}
+	}
 	for (int x = 0;; x += 32) {
 		x = x < w - 32 ? x : w - 32;
 		size_t b = 3 * (size_t)x;
