@@ -131,6 +131,7 @@ func TestJPEGRegionMatchesWholeDecode(t *testing.T) {
 func TestPlanCacheSameBits(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.*"))
 	var imgs [][]byte
+	sizes := map[[2]int]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -138,10 +139,11 @@ func TestPlanCacheSameBits(t *testing.T) {
 		}
 		if w, h, err := imageSize(b); err == nil && w*h < 1<<20 {
 			imgs = append(imgs, b)
+			sizes[[2]int{w, h}] = true
 		}
 	}
-	if len(imgs) <= planCacheSize {
-		t.Fatalf("%d test images, want more than %d", len(imgs), planCacheSize)
+	if len(sizes) <= planCacheSize {
+		t.Fatalf("test images of %d sizes, want more than %d", len(sizes), planCacheSize)
 	}
 	for _, tr := range []Transform{{Size: 32, Mode: Fast}, {Size: 32}, {Train: true, Size: 32, Mode: Fast}} {
 		p, err := NewPipeline(tr)
