@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -506,7 +507,17 @@ func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slo
 	c := &recycle.Context{Context: ctx}
 	err := s.decode(c, rec, slot)
 	if c.Released() {
+		// Once each: a Parquet record holds its image under several names
+		// (the column, its struct, the path's extension and its alias),
+		// and a buffer put twice could be handed out to another worker
+		// between the two puts, and then to a third.
+		var given [8]*byte
+		seen := given[:0]
 		for _, b := range rec.Fields {
+			if cap(b) == 0 || slices.Contains(seen, unsafe.SliceData(b)) {
+				continue
+			}
+			seen = append(seen, unsafe.SliceData(b))
 			recordBuffers.put(b)
 		}
 	}
