@@ -376,6 +376,15 @@ func (d *MegatronDataset) ahead(epoch int) {
 // ahead.
 var megatronAhead atomic.Pointer[func(d *MegatronDataset, epoch int)]
 
+// stopped is the error of a build ahead that Close stopped between its
+// steps, nil while the dataset is open.
+func (d *MegatronDataset) stopped() error {
+	if d.closed.Load() {
+		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	}
+	return nil
+}
+
 // build makes epoch's indices and tables, into e.
 func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	rng := rand.NewPCG(d.cfg.Seed, uint64(epoch))
@@ -384,8 +393,8 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 		docs[i] = int32(i)
 	}
 	shuffle(rng, docs)
-	if d.closed.Load() { // a build ahead, stopped by Close
-		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	if err := d.stopped(); err != nil {
+		return err
 	}
 	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
 	for i, doc := range docs {
@@ -395,8 +404,8 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	if err != nil {
 		return fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
-	if d.closed.Load() {
-		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+	if err := d.stopped(); err != nil {
+		return err
 	}
 	order := make([]int64, len(samples)/2-1)
 	for i := range order {

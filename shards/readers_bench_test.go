@@ -3,7 +3,6 @@ package shards
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,20 +68,10 @@ func BenchmarkRecordReaders(b *testing.B) {
 			b.ResetTimer()
 			records := 0
 			for range b.N {
-				for _, info := range infos {
-					rr, err := src.Open(ctx, info)
-					require.NoError(b, err)
-					for {
-						rec, err := rr.Next(ctx)
-						if err == io.EOF {
-							break
-						}
-						require.NoError(b, err)
-						require.NoError(b, src.Decode(ctx, rec, nil))
-						records++
-					}
-					require.NoError(b, rr.Close())
-				}
+				eachRecord(b, src, infos, func(rec engine.Record) {
+					require.NoError(b, src.Decode(ctx, rec, nil))
+					records++
+				})
 			}
 			b.StopTimer()
 			runtime.ReadMemStats(&after)

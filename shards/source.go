@@ -507,19 +507,7 @@ func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slo
 	c := &recycle.Context{Context: ctx}
 	err := s.decode(c, rec, slot)
 	if c.Released() {
-		// Once each: a Parquet record holds its image under several names
-		// (the column, its struct, the path's extension and its alias),
-		// and a buffer put twice could be handed out to another worker
-		// between the two puts, and then to a third.
-		var given [8]*byte
-		seen := given[:0]
-		for _, b := range rec.Fields {
-			if cap(b) == 0 || slices.Contains(seen, unsafe.SliceData(b)) {
-				continue
-			}
-			seen = append(seen, unsafe.SliceData(b))
-			recordBuffers.put(b)
-		}
+		recordBuffers.putFields(rec.Fields)
 	}
 	return err
 }
@@ -600,6 +588,24 @@ func (p *bufferPool) dropCollected() {
 		}
 	}
 	p.sweep = max(1024, 2*len(p.out))
+}
+
+// putFields puts each buffer of a record's fields, once: a Parquet
+// record holds its image under several names (the column, its struct,
+// the path's extension and its alias), and put tells a buffer given back
+// twice from one handed out again only while no get comes between: a
+// second put after another worker's get would give that worker's buffer
+// away.
+func (p *bufferPool) putFields(fields map[string][]byte) {
+	var given [8]*byte
+	seen := given[:0]
+	for _, b := range fields {
+		if cap(b) == 0 || slices.Contains(seen, unsafe.SliceData(b)) {
+			continue
+		}
+		seen = append(seen, unsafe.SliceData(b))
+		p.put(b)
+	}
 }
 
 // put takes b back where it is a buffer that get handed out (b is its

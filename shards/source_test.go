@@ -298,26 +298,16 @@ func TestDecodeTakesBackLargeFields(t *testing.T) {
 			foreign := bigPayload(7)
 			want := bytes.Clone(foreign)
 			for range 2 { // the second pass reads into the first's buffers, if released
-				for _, info := range infos {
-					rr, err := src.Open(ctx, info)
-					require.NoError(t, err)
-					for {
-						rec, err := rr.Next(ctx)
-						if err == io.EOF {
-							break
-						}
-						require.NoError(t, err)
-						b := rec.Fields["bin"]
-						require.True(t, lentOut(b), "sample %s: .bin is not a recycled buffer", rec.Key)
-						require.NoError(t, src.Decode(ctx, rec, nil))
-						assert.Equal(t, !release, lentOut(b), "sample %s: .bin taken back: %v", rec.Key, !lentOut(b))
+				eachRecord(t, src, infos, func(rec engine.Record) {
+					b := rec.Fields["bin"]
+					require.True(t, lentOut(b), "sample %s: .bin is not a recycled buffer", rec.Key)
+					require.NoError(t, src.Decode(ctx, rec, nil))
+					assert.Equal(t, !release, lentOut(b), "sample %s: .bin taken back: %v", rec.Key, !lentOut(b))
 
-						// A record the Source did not read: Decode leaves its bytes.
-						frec := engine.Record{Key: "s000007", Shard: "mine", Fields: map[string][]byte{"cls": []byte("7"), "bin": foreign}}
-						require.NoError(t, src.Decode(ctx, frec, nil))
-					}
-					require.NoError(t, rr.Close())
-				}
+					// A record the Source did not read: Decode leaves its bytes.
+					frec := engine.Record{Key: "s000007", Shard: "mine", Fields: map[string][]byte{"cls": []byte("7"), "bin": foreign}}
+					require.NoError(t, src.Decode(ctx, frec, nil))
+				})
 			}
 			assert.Equal(t, 2*2*id, decoded)
 			assert.Equal(t, want, foreign, "a record the Source did not read was overwritten")
@@ -346,20 +336,39 @@ func TestDecodeTakesBackImagesOfPipelineRecord(t *testing.T) {
 	ctx := context.Background()
 	infos, err := src.Shards(ctx)
 	require.NoError(t, err)
-	rr, err := src.Open(ctx, infos[0])
-	require.NoError(t, err)
-	defer rr.Close()
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
 	slot := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
-	for range 4 {
-		rec, err := rr.Next(ctx)
-		require.NoError(t, err)
+	n := 0
+	eachRecord(t, src, infos, func(rec engine.Record) {
 		b := rec.Fields["jpg"]
 		require.Greater(t, len(b), 8<<10)
 		require.True(t, lentOut(b), "sample %s: .jpg is not a recycled buffer", rec.Key)
 		require.NoError(t, src.Decode(ctx, rec, slot))
 		assert.False(t, lentOut(b), "sample %s: .jpg was not taken back", rec.Key)
+		n++
+	})
+	assert.Equal(t, 4, n)
+}
+
+// eachRecord reads the records of src's shards infos in turn, through
+// Open and Next, and calls f with each before it reads the next, as a
+// loader's worker decodes a record before it takes another.
+func eachRecord(tb testing.TB, src *Source, infos []engine.ShardInfo, f func(engine.Record)) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, info := range infos {
+		rr, err := src.Open(ctx, info)
+		require.NoError(tb, err)
+		for {
+			rec, err := rr.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			require.NoError(tb, err)
+			f(rec)
+		}
+		require.NoError(tb, rr.Close())
 	}
 }
 

@@ -106,11 +106,16 @@ func TestRecordMatchesImageFolder(t *testing.T) {
 // recordSlot decodes rec with p.Record(image, label) into a fresh slot,
 // returning the label written.
 func recordSlot(t testing.TB, p *vision.Pipeline, image, label string, rec engine.Record) (int64, error) {
+	s := newSlot(t, p)
+	err := p.Record(image, label)(context.Background(), rec, s)
+	return collate.As[int64](s.Tensor("label"))[0], err
+}
+
+// newSlot returns a slot of one sample of p's schema.
+func newSlot(t testing.TB, p *vision.Pipeline) *engine.Slot {
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
-	s := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
-	err = p.Record(image, label)(context.Background(), rec, s)
-	return collate.As[int64](s.Tensor("label"))[0], err
+	return engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
 }
 
 func TestRecordMembers(t *testing.T) {
@@ -195,9 +200,7 @@ func TestRecordReleasesTheRecord(t *testing.T) {
 	p, err := vision.NewPipeline(vision.Eval(16))
 	require.NoError(t, err)
 	defer p.Close()
-	layout, err := collate.NewLayout(p.Schema(), 1)
-	require.NoError(t, err)
-	s := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
+	s := newSlot(t, p)
 	for _, tc := range []struct {
 		image string
 		ok    bool
