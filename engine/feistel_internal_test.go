@@ -123,7 +123,7 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 	samplers := []lazySampler{Sequential{N: 0}, Sequential{N: 13}, Shuffled{N: 1}, Shuffled{N: 13, Seed: 4}, Shuffled{N: 7, Seed: 4, NumSamples: 23}, Shuffled{N: 50, Seed: 9, NumSamples: 3}}
 	for _, s := range samplers {
 		for epoch := range 3 {
-			assert.Equal(t, s.Order(epoch), materialize(lazyOf(t, s, epoch)), "%#v", s)
+			checkLazy(t, s.Order(epoch), lazyOf(t, s, epoch), s)
 			for _, w := range []int{1, 2, 3, 5} {
 				for rank := range w {
 					for _, drop := range []bool{false, true} {
@@ -132,7 +132,7 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 							want := d.Order(epoch)
 							got, ok := d.lazy(epoch)
 							require.True(t, ok)
-							assert.Equal(t, want, materialize(got), "%#v", d)
+							checkLazy(t, want, got, d)
 							b := Batched{Sampler: d, Size: 2, DropLast: drop}
 							list, ok := b.lazyList(epoch)
 							require.True(t, ok)
@@ -140,7 +140,7 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 							require.Equal(t, len(batches), list.count())
 							n := 0
 							for k, batch := range batches {
-								assert.Equal(t, batch, list.batch(k))
+								assert.Equal(t, batch, list.batch(k, nil))
 								assert.Equal(t, len(batch), list.size(k))
 								n += len(batch)
 							}
@@ -149,6 +149,23 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// checkLazy checks that o's len, at and fill give want, fill over every
+// run of positions.
+func checkLazy(t *testing.T, want []int, o lazyOrder, what any) {
+	t.Helper()
+	require.Equal(t, len(want), o.len(), "%#v", what)
+	for i, index := range want {
+		require.Equal(t, index, o.at(i), "%#v: position %d", what, i)
+	}
+	for from := range len(want) + 1 {
+		for to := from; to <= len(want); to++ {
+			got := make([]int, to-from)
+			o.fill(got, from)
+			require.Equal(t, want[from:to], got, "%#v: fill of [%d, %d)", what, from, to)
 		}
 	}
 }

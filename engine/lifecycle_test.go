@@ -168,6 +168,35 @@ func TestRetainedBatchIsNeverOverwritten(t *testing.T) {
 	}
 }
 
+// A batch keeps its indices while it is retained, whatever batches come
+// after it: the lazy orders' indices are cut from shared slabs, each
+// batch its own part.
+func TestRetainedBatchKeepsItsIndices(t *testing.T) {
+	const n, size = 3000, 7 // more batches than one slab holds
+	for _, workers := range []int{0, 3} {
+		for _, shuffle := range []bool{false, true} {
+			l := newLoader(t, engine.DatasetFunc(n, indexSchema, fillIndex), engine.Config{BatchSize: size, Workers: workers, Shuffle: shuffle, Seed: 7})
+			var s engine.Sampler = engine.Sequential{N: n}
+			if shuffle {
+				s = engine.Shuffled{N: n, Seed: 7}
+			}
+			want := engine.Batched{Sampler: s, Size: size}.Batches(0)
+			var kept []*engine.Batch
+			for b, err := range l.Epoch(context.Background(), 0) {
+				require.NoError(t, err)
+				b.Retain()
+				kept = append(kept, b)
+			}
+			collect(t, l, 1)
+			require.Len(t, kept, len(want))
+			for k, b := range kept {
+				assert.Equal(t, want[k], b.Indices(), "workers %d, shuffle %v: batch %d", workers, shuffle, k)
+				b.Release()
+			}
+		}
+	}
+}
+
 func TestBatchMisuseNamesTheBatch(t *testing.T) {
 	l := newLoader(t, engine.DatasetFunc(8, indexSchema, fillIndex), engine.Config{BatchSize: 4})
 	var b *engine.Batch

@@ -51,6 +51,7 @@ type run struct {
 	err      error // a failure of the run itself (not of a sample)
 
 	reader  epochReader // what the source runs beside the workers; see NOTE [sources]
+	slab    []int       // what carve has left; see startBatch
 	offset  int         // the number of batch 0 (a resumed epoch starts past 0)
 	numbers []int       // with an out-of-order resume, batch k's number; nil: offset+k
 }
@@ -70,6 +71,7 @@ type pending struct {
 	errPos   int
 	failed   []failure // samples to skip (Config.OnError), in position order once complete; guarded by run.mu
 	idx      []int     // the indices delivered, when samples were skipped
+	batch    Batch     // what take delivers: one allocation for both
 }
 
 // failure is a sample that failed under a skip policy.
@@ -195,7 +197,7 @@ func (r *run) startBatch(k int) bool {
 		r.starting = true
 		r.mu.Unlock()
 		if indices == nil {
-			indices = r.batches.batch(k)
+			indices = r.batches.batch(k, r.carve(r.batches.size(k)))
 		}
 		var err error
 		if buf == nil {
@@ -220,6 +222,22 @@ func (r *run) startBatch(k int) bool {
 	r.ring[k%r.window] = p
 	r.started++
 	return true
+}
+
+// slabInts is the size of the slices that the indices of a lazy list's
+// batches are cut from: one allocation for many batches (a delivered
+// Batch keeps its indices, so a slab lives while any of its batches does).
+const slabInts = 2048
+
+// carve returns the next n ints of the run's slab. Called by the worker
+// that is starting a batch (r.starting), the only one that touches r.slab.
+func (r *run) carve(n int) []int {
+	if len(r.slab) < n {
+		r.slab = make([]int, max(n, slabInts))
+	}
+	s := r.slab[:n:n]
+	r.slab = r.slab[n:]
+	return s
 }
 
 // work fills samples until there is nothing to claim, or until w is
@@ -315,10 +333,10 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 				clear(s.TensorAt(df.lens).Bytes()) // a length left from an earlier batch would be wrong
 			}
 		}
-		var start time.Time
+		var start time.Duration
 		timed := w.fills%fillSampling == 0
 		if w.fills++; timed {
-			start = time.Now()
+			start = mono()
 		}
 		err, stack = r.call(w, k, index, func(ctx context.Context) error { return r.l.ds.Fill(ctx, s) }, func(err error) {
 			s.reader = nil
@@ -332,7 +350,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 			return
 		}
 		if timed {
-			r.l.stats.fill.observeN(time.Since(start), fillSampling)
+			r.l.stats.fill.observeN(mono()-start, fillSampling)
 		}
 		if err == nil || !r.l.cfg.OnError.retry(attempt, err, stack) || r.sleep(r.l.cfg.OnError.backoff(attempt)) != nil {
 			break
@@ -653,11 +671,11 @@ func (r *run) compact(p *pending) []int {
 // hands it to the consumer. A batch whose every sample was skipped is
 // taken but not handed over: take returns nil and no error.
 func (r *run) take(k int) (*Batch, error) {
-	start := time.Now()
+	start := mono()
 	var waited time.Duration // read once, when the batch is ready
 	defer func() {
 		if waited == 0 {
-			waited = time.Since(start)
+			waited = mono() - start
 		}
 		r.l.stats.wait.observe(waited)
 	}()
@@ -686,7 +704,7 @@ func (r *run) take(k int) (*Batch, error) {
 		if p := r.ready(k); p != nil {
 			r.ring[p.k%r.window] = nil
 			r.taken++
-			waited = time.Since(start)
+			waited = mono() - start
 			r.tune.observe(waited)
 			r.cond.Broadcast()
 			err := r.account(p)
@@ -706,10 +724,11 @@ func (r *run) take(k int) (*Batch, error) {
 				return nil, nil
 			}
 			r.l.batches.Add(1)
-			return &Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
-				stream: p.stream, longest: p.longest, inLoop: true}, nil
+			p.batch = Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
+				stream: p.stream, longest: p.longest, inLoop: true}
+			return &p.batch, nil
 		}
-		if len(r.workers) > 0 && time.Since(start) < spinWait {
+		if len(r.workers) > 0 && mono()-start < spinWait {
 			n := r.done.Load()
 			r.mu.Unlock()
 			r.spin(start, n)
@@ -738,8 +757,8 @@ const spinWait = 50 * time.Microsecond
 
 // spin waits, yielding its P to anything runnable, until a batch completes
 // after the n so far, the run stops or spinWait has passed since start.
-func (r *run) spin(start time.Time, n int64) {
-	for r.done.Load() == n && r.ctx.Err() == nil && time.Since(start) < spinWait {
+func (r *run) spin(start time.Duration, n int64) {
+	for r.done.Load() == n && r.ctx.Err() == nil && mono()-start < spinWait {
 		runtime.Gosched()
 	}
 }

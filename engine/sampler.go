@@ -54,6 +54,9 @@ type lazySampler interface {
 type lazyOrder interface {
 	len() int
 	at(i int) int // the index at position i, 0 <= i < len()
+	// fill sets dst[j] to at(from+j), from+len(dst) <= len(): a batch's
+	// indices in one call, not one through the interface each.
+	fill(dst []int, from int)
 }
 
 // seqOrder is Sequential's order of n samples.
@@ -62,12 +65,16 @@ type seqOrder int
 func (o seqOrder) len() int     { return int(o) }
 func (o seqOrder) at(i int) int { return i }
 
+func (o seqOrder) fill(dst []int, from int) {
+	for j := range dst {
+		dst[j] = from + j
+	}
+}
+
 // materialize returns the whole order.
 func materialize(o lazyOrder) []int {
 	out := make([]int, o.len())
-	for i := range out {
-		out[i] = o.at(i)
-	}
+	o.fill(out, 0)
 	return out
 }
 
@@ -141,6 +148,16 @@ func (o shuffledOrder) at(i int) int {
 	}
 	f := newFeistel(o.n, shuffleKey(o.seed, o.epoch, i/o.n))
 	return f.at(i % o.n)
+}
+
+func (o shuffledOrder) fill(dst []int, from int) {
+	first := dst[:max(0, min(len(dst), o.n-from))]
+	for j := range first {
+		dst[j] = o.first.at(from + j)
+	}
+	for j := len(first); j < len(dst); j++ {
+		dst[j] = o.at(from + j)
+	}
 }
 
 // perm fills p with a permutation of 0..len(p)-1 drawn from src and
@@ -245,18 +262,19 @@ func (b Batched) lazyList(epoch int) (batchList, bool) {
 type batchList interface {
 	count() int
 	size(k int) int
-	// batch returns batch k's indices. A lazy list computes them into a
-	// new slice, which the delivered Batch keeps.
-	batch(k int) []int
+	// batch returns batch k's indices: a materialized list's own slice,
+	// or, for a lazy list, dst (len size(k); nil: a new slice) filled.
+	// The delivered Batch keeps what it returns.
+	batch(k int, dst []int) []int
 	samples() int // the sum of the sizes
 }
 
 // sliceBatches is a materialized batchList: a BatchSampler's.
 type sliceBatches [][]int
 
-func (s sliceBatches) count() int        { return len(s) }
-func (s sliceBatches) size(k int) int    { return len(s[k]) }
-func (s sliceBatches) batch(k int) []int { return s[k] }
+func (s sliceBatches) count() int                 { return len(s) }
+func (s sliceBatches) size(k int) int             { return len(s[k]) }
+func (s sliceBatches) batch(k int, _ []int) []int { return s[k] }
 func (s sliceBatches) samples() int {
 	n := 0
 	for _, b := range s {
@@ -277,12 +295,12 @@ func (l lazyBatches) count() int     { return l.n }
 func (l lazyBatches) size(k int) int { return min(l.per, l.o.len()-k*l.per) }
 func (l lazyBatches) samples() int   { return min(l.n*l.per, l.o.len()) }
 
-func (l lazyBatches) batch(k int) []int {
-	out := make([]int, l.size(k))
-	for j := range out {
-		out[j] = l.o.at(k*l.per + j)
+func (l lazyBatches) batch(k int, dst []int) []int {
+	if dst == nil {
+		dst = make([]int, l.size(k))
 	}
-	return out
+	l.o.fill(dst, k*l.per)
+	return dst
 }
 
 // pickedBatches is the batches of a list whose numbers are listed, in
@@ -292,9 +310,9 @@ type pickedBatches struct {
 	picked []int
 }
 
-func (p pickedBatches) count() int        { return len(p.picked) }
-func (p pickedBatches) size(k int) int    { return p.all.size(p.picked[k]) }
-func (p pickedBatches) batch(k int) []int { return p.all.batch(p.picked[k]) }
+func (p pickedBatches) count() int                   { return len(p.picked) }
+func (p pickedBatches) size(k int) int               { return p.all.size(p.picked[k]) }
+func (p pickedBatches) batch(k int, dst []int) []int { return p.all.batch(p.picked[k], dst) }
 func (p pickedBatches) samples() int {
 	n := 0
 	for k := range p.picked {

@@ -134,6 +134,19 @@ func (o shardedOrder) at(i int) int {
 	return o.g.at(o.skip + pos)
 }
 
+// fill copies a run of the global order when the rank's positions are
+// one (a single rank), else computes each position.
+func (o shardedOrder) fill(dst []int, from int) {
+	j := 0
+	if o.w == 1 {
+		j = max(0, min(len(dst), o.m-from)) // the positions before the padding
+		o.g.fill(dst[:j], o.skip+from)
+	}
+	for ; j < len(dst); j++ {
+		dst[j] = o.at(from + j)
+	}
+}
+
 // shardedBatches gives rank r every WorldSize-th batch of a BatchSampler,
 // after cutting the batches to a multiple of the world size; skip drops
 // the first skip batches of the global list (a resumed epoch).

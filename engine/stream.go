@@ -346,7 +346,7 @@ func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batc
 	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{}), cur: -1,
 		lead: max(d.sc.ShuffleBuffer, 1) + cfg.BatchSize}
 	for k := range batches.count() {
-		for _, id := range batches.batch(k) {
+		for _, id := range batches.batch(k, nil) {
 			e.demand[id]++
 		}
 	}

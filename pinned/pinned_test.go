@@ -136,6 +136,31 @@ func TestPoolTryGetNeverWaitsNorAllocates(t *testing.T) {
 	assert.Zero(t, be.live.Load(), "pinned memory leaked")
 }
 
+// Of the cached buffers of one size, the one put last comes back first:
+// the one most likely still in the CPU's cache.
+func TestPoolReusesTheLastPutFirst(t *testing.T) {
+	be := &counting{}
+	p := pinned.NewPool(be, 0)
+	ctx := context.Background()
+	var bufs []*pinned.Buffer
+	for range 3 {
+		b, err := p.Get(ctx, 1000)
+		require.NoError(t, err)
+		bufs = append(bufs, b)
+	}
+	for _, b := range bufs {
+		require.NoError(t, p.Put(b, nil))
+	}
+	for i := range bufs {
+		assert.True(t, p.TryGet(1000) == bufs[len(bufs)-1-i], "buffer %d", i)
+	}
+	for _, b := range bufs {
+		require.NoError(t, p.Put(b, nil))
+	}
+	require.NoError(t, p.Close())
+	assert.Zero(t, be.live.Load(), "pinned memory leaked")
+}
+
 func TestPoolLimitIsBackpressure(t *testing.T) {
 	be := &counting{}
 	p := pinned.NewPool(be, 8192)

@@ -287,7 +287,8 @@ func (p *Pool) TryGet(n int) *Buffer {
 }
 
 // reuse hands out the smallest cached buffer that fits n bytes and whose
-// fence is done, if any; pending says whether one that fits is still
+// fence is done, if any (of several, the one put last: the likeliest
+// still in the CPU's cache); pending says whether one that fits is still
 // fenced. Called with p.mu held.
 func (p *Pool) reuse(n int) (b *Buffer, pending bool, err error) {
 	best := -1
@@ -301,7 +302,7 @@ func (p *Pool) reuse(n int) (b *Buffer, pending bool, err error) {
 			pending = true
 			continue
 		}
-		if best < 0 || c.size < p.free[best].size {
+		if best < 0 || c.size <= p.free[best].size {
 			best = i
 		}
 	}
