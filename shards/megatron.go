@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -399,6 +400,7 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
 	for i, doc := range docs {
 		lengths[i], pointers[i] = d.idx.lengths[doc], d.idx.pointers[doc]
+		pause(i)
 	}
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
@@ -415,6 +417,7 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	start := make([]uint64, len(order))
 	for i, k := range order {
 		start[i] = uint64(samples[2*k])<<32 | uint64(samples[2*k+1])
+		pause(i)
 	}
 	e.order = MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}
 	e.start, e.length, e.pointer = start, lengths, pointers
@@ -450,6 +453,18 @@ func shuffle[T any](src *rand.PCG, s []T) {
 			j = hi
 		}
 		s[i], s[j] = s[j], s[i]
+		pause(i)
+	}
+}
+
+// pause lets other goroutines run at every 1024th step i of a build's
+// loops. A build ahead shares the CPUs with the loader's consumer and
+// workers; a goroutine that never yields keeps its P until the runtime
+// preempts it (10 ms), and a consumer waiting for that P leaves the
+// workers blocked on a full window meanwhile.
+func pause(i int) {
+	if i&1023 == 1023 {
+		runtime.Gosched()
 	}
 }
 
@@ -483,6 +498,7 @@ func buildSampleIndex(lengths []int32, seqLen int, tokens int64) ([]int64, error
 			off = 0
 		}
 		out[2*k], out[2*k+1] = at, off
+		pause(int(k))
 	}
 	return out, nil
 }
@@ -533,6 +549,9 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	err := guardMapped(d.bin, func() error { return d.copyBatch(dst, e, indices, &to, &inFile) })
 	i := int(to) / max(row, 1)
 	if f, ok := err.(fault); ok {
+		if to < 0 {
+			i = d.faulted(o, indices, f)
+		}
 		return i, d.cut(o, indices[i], f)
 	}
 	if err != nil || inFile {
@@ -552,13 +571,6 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	return 0, nil
 }
 
-// megatronRun is one run of a sample's tokens: the bytes [from, end) of
-// the .bin, to be written from byte to of the batch. It is kept to 24
-// bytes: with two int32 more (the document, the row) the copies of a batch
-// took about a fifth longer (AMD EPYC, 2 vCPUs), for reasons not pinned
-// down; the error paths find those again.
-type megatronRun struct{ from, end, to int64 }
-
 // megatronRuns is how many runs copyBatch finds before it copies them.
 const megatronRuns = 128
 
@@ -569,11 +581,12 @@ const megatronRuns = 128
 // copies does; with the lookups and their branches interleaved (a sample
 // spans one document or several) a batch took 1.4-1.5 times as long as
 // that loop, and takes 1.1 times now (bench/RESULTS.md, stop 28). *to is
-// where the run being copied (or the sample that failed) goes, for the
-// caller's error; *inFile is cleared when a run ends on a zero byte
+// where the run being converted (or the sample that failed) goes, for the
+// caller's error, or -1 while moveRuns copies: a fault there says where it
+// read (faulted). *inFile is cleared when a run ends on a zero byte
 // (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
-	var buf [megatronRuns]megatronRun
+	var buf [megatronRuns]byteRun
 	runs := buf[:0]
 	row := int64(len(dst) / max(len(indices), 1))
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
@@ -601,7 +614,7 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 				runs = runs[:0]
 			}
 			from := pointer[at] + off*es
-			runs = append(runs, megatronRun{from, from + n*es, at0})
+			runs = append(runs, byteRun{from, from + n*es, at0})
 			at0 += n * ow
 			remaining -= n
 		}
@@ -612,13 +625,11 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 // copyRuns copies the runs that copyBatch found (converting them to Out),
 // then checks that each ended inside the file: the last byte it read is
 // not zero, or endsInFile says so.
-func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []megatronRun, to *int64, inFile *bool) error {
+func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []byteRun, to *int64, inFile *bool) error {
 	all := d.all
 	if d.cfg.Out == d.idx.dtype && littleEndian {
-		for _, r := range runs {
-			*to = r.to
-			copy(dst[r.to:r.to+r.end-r.from], all[r.from:r.end])
-		}
+		*to = -1
+		moveRuns(dst, all, runs)
 		for _, r := range runs {
 			if dst[r.to+r.end-r.from-1] == 0 && !endsInFile(all, r.end) { // the byte as copied: in cache
 				*inFile = false
@@ -648,6 +659,25 @@ func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, r
 		}
 	}
 	return nil
+}
+
+// faulted returns the position in indices of the first sample that reads
+// the byte of the .bin at which f faulted; 0 when none does (the fault was
+// not in the mapping).
+func (d *MegatronDataset) faulted(o MegatronOrder, indices []int, f fault) int {
+	at := int64(f.addr) - int64(uintptr(unsafe.Pointer(unsafe.SliceData(d.all))))
+	es := int64(d.idx.dtype.Size())
+	for i, index := range indices {
+		reads := false
+		d.pieces(o, index, func(_ int32, _, n, from, _ int64) error {
+			reads = reads || from <= at && at < from+n*es
+			return nil
+		})
+		if reads {
+			return i
+		}
+	}
+	return 0
 }
 
 // pieces calls f for each run of sample o.Shuffle[index]'s tokens: n

@@ -381,7 +381,7 @@ var littleEndian = func() bool {
 // dst as type to, in native byte order.
 func convertTokens(dst, src []byte, from, to collate.DType) {
 	if from == to && littleEndian {
-		copy(dst, src)
+		moveRuns(dst, src, []byteRun{{0, int64(min(len(dst), len(src))), 0}})
 		return
 	}
 	if from == collate.Uint16 {
