@@ -695,7 +695,8 @@ func FuzzMegatronIndex(f *testing.F) {
 // are precomputed for every epoch before the timer starts, from a second
 // dataset over the same files (so the loader still builds each epoch's
 // order itself, and none of that bookkeeping's garbage is collected while
-// a side is timed). The side that goes first turns from epoch to epoch,
+// a side is timed); the loops read the loader's own mapping of the .bin,
+// so that all three sides share its page tables. The side that goes first turns from epoch to epoch,
 // so that none reads another's warm cache more often. The metrics are
 // each side's time a batch and the loader's throughput over each loop's:
 // x-copy is issue 25's row (target: 0.8 or more at Workers 0 and 1), and
@@ -758,10 +759,10 @@ func BenchmarkMegatronWindows(b *testing.B) {
 				},
 				func(e, _ int) {
 					for _, r := range epochs[e] {
-						copy(dst[r.to:r.to+r.end-r.from], peer.all[r.from:r.end])
+						copy(dst[r.to:r.to+r.end-r.from], d.all[r.from:r.end])
 					}
 				},
-				func(e, _ int) { moveRuns(dst, peer.all, epochs[e]) },
+				func(e, _ int) { moveRuns(dst, d.all, epochs[e]) },
 			}
 			b.SetBytes(int64(batch * w))
 			b.ResetTimer()
