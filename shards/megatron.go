@@ -326,18 +326,20 @@ func (d *MegatronDataset) entry(epoch int) (e *megatronEpoch, made bool) {
 		return e, false
 	}
 	e = &megatronEpoch{}
-	if len(d.epochs) >= 2 { // keep the latest two: loaders run one epoch at a time
-		old := epoch
+	for len(d.epochs) >= 2 { // keep two: loaders run one epoch at a time
+		far := epoch // of the others, the farthest from epoch
 		for k := range d.epochs {
-			old = min(old, k)
+			if far == epoch || abs(k-epoch) > abs(far-epoch) {
+				far = k
+			}
 		}
-		if old != epoch {
-			delete(d.epochs, old)
-		}
+		delete(d.epochs, far)
 	}
 	d.epochs[epoch] = e
 	return e, true
 }
+
+func abs(x int) int { return max(x, -x) }
 
 // use returns epoch's tables for a Fill; the first Fill of an epoch
 // starts building the next one's in the background (ahead), so that a

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,6 +318,38 @@ func TestMegatronDeterministic(t *testing.T) {
 		o2, _ := open(1).Order(0)
 		assert.Equal(t, o1, o2)
 	}
+}
+
+// The dataset keeps the tables of two epochs whatever order the epochs
+// are asked for in (an epoch's tables are as large as the corpus's
+// index): going forward it keeps the latest two, backward the two
+// earliest asked, and each epoch's order is the same when built again.
+func TestMegatronKeepsTwoEpochs(t *testing.T) {
+	d, err := Megatron(megatronDocs(t, collate.Uint16, knownDocs()), MegatronConfig{SeqLength: 6, Seed: 3})
+	require.NoError(t, err)
+	defer d.Close()
+	kept := func() []int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return slices.Sorted(maps.Keys(d.epochs))
+	}
+	first, err := d.Order(3)
+	require.NoError(t, err)
+	for _, e := range []int{9, 8, 7, 2, 1, 0} {
+		_, err := d.Order(e)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, len(kept()), 2, "after epoch %d", e)
+		assert.Contains(t, kept(), e)
+	}
+	assert.Equal(t, []int{0, 1}, kept())
+	for e := range 5 {
+		_, err := d.Order(e)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []int{3, 4}, kept())
+	again, err := d.Order(3)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
 }
 
 // The first Fill of an epoch builds the next epoch's order in the
