@@ -16,7 +16,10 @@ type Batch struct {
 	l       *loader
 	epoch   int
 	number  int
-	idx     []int
+	n       int       // samples
+	idx     []int     // their indices; nil: lazy's batch k, computed again
+	lazy    batchList // a lazy order's batches
+	k       int
 	layout  *collate.Layout
 	buf     *pinned.Buffer
 	longest []int          // the padded length of each Dynamic field
@@ -44,10 +47,17 @@ func (b *Batch) check(what string) {
 }
 
 // Len returns the number of samples.
-func (b *Batch) Len() int { return len(b.idx) }
+func (b *Batch) Len() int { return b.n }
 
 // Indices returns the dataset indices of the samples, in order.
-func (b *Batch) Indices() []int { return slices.Clone(b.idx) }
+func (b *Batch) Indices() []int {
+	if b.idx != nil || b.n == 0 {
+		return slices.Clone(b.idx)
+	}
+	idx := make([]int, b.n)
+	copy(idx, b.lazy.batch(b.k, idx)) // a materialized list gives its own slice
+	return idx
+}
 
 // Epoch returns the epoch the batch belongs to.
 func (b *Batch) Epoch() int { return b.epoch }
@@ -68,10 +78,10 @@ func (b *Batch) Tensor(name string) collate.Tensor {
 	}
 	for d, df := range b.l.dyn {
 		if df.field == i {
-			return b.layout.Padded(b.buf.Bytes(), i, len(b.idx), b.longest[d])
+			return b.layout.Padded(b.buf.Bytes(), i, b.n, b.longest[d])
 		}
 	}
-	return b.layout.Batch(b.buf.Bytes(), i, len(b.idx))
+	return b.layout.Batch(b.buf.Bytes(), i, b.n)
 }
 
 // OnDevice reports whether the batch was copied to device memory (a GPU

@@ -77,6 +77,8 @@ func TestResumeAtRandomCutsMatchesTheUninterruptedRun(t *testing.T) {
 		{"batch sampler", engine.Config{BatchSampler: engine.Batched{Sampler: engine.Sequential{N: n}, Size: 6}}},
 		{"restart workers", engine.Config{BatchSize: 4, Shuffle: true, RestartWorkers: true}},
 		{"out of order", engine.Config{BatchSize: 4, Shuffle: true, OutOfOrder: true}},
+		{"batch sampler out of order", engine.Config{BatchSampler: engine.Batched{Sampler: engine.Shuffled{N: n, Seed: 5}, Size: 6}, OutOfOrder: true}},
+		{"materialized batch sampler out of order", engine.Config{BatchSampler: listedBatches{engine.Batched{Sampler: engine.Shuffled{N: n, Seed: 5}, Size: 6}}, OutOfOrder: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range uint64(3) {
@@ -109,6 +111,12 @@ func TestResumeAtRandomCutsMatchesTheUninterruptedRun(t *testing.T) {
 		})
 	}
 }
+
+// listedBatches is a BatchSampler that only lists its batches (the
+// loader cannot compute them one at a time).
+type listedBatches struct{ b engine.Batched }
+
+func (l listedBatches) Batches(epoch int) [][]int { return l.b.Batches(epoch) }
 
 func sortSteps(s []step) {
 	slices.SortFunc(s, func(a, b step) int { return (a.Epoch-b.Epoch)*1000000 + a.Number - b.Number })

@@ -51,15 +51,18 @@ type run struct {
 	err      error // a failure of the run itself (not of a sample)
 
 	reader  epochReader // what the source runs beside the workers; see NOTE [sources]
-	slab    []int       // what carve has left; see startBatch
+	free    []*pending  // taken batches' pendings, for the next ones; guarded by mu
 	offset  int         // the number of batch 0 (a resumed epoch starts past 0)
 	numbers []int       // with an out-of-order resume, batch k's number; nil: offset+k
 }
 
-// pending is a started batch.
+// pending is a started batch. Once taken it is reused for a later batch
+// of the run (newPending): the Batch delivered keeps nothing of it.
 type pending struct {
 	k        int   // its number in the epoch
-	indices  []int // its samples' dataset indices
+	indices  []int // its samples' dataset indices: a materialized list's own slice, or own
+	own      []int // where a lazy list's indices are computed, reused from batch to batch
+	computed bool  // indices is own: the Batch computes them again when asked
 	buf      *pinned.Buffer
 	longest  []int          // each Dynamic field's longest sample, once complete
 	dev      *pinned.Buffer // its device copy; nil on the cpu backend
@@ -71,7 +74,6 @@ type pending struct {
 	errPos   int
 	failed   []failure // samples to skip (Config.OnError), in position order once complete; guarded by run.mu
 	idx      []int     // the indices delivered, when samples were skipped
-	batch    Batch     // what take delivers: one allocation for both
 }
 
 // failure is a sample that failed under a skip policy.
@@ -189,15 +191,19 @@ func (r *run) claim(w *worker, block bool) (p *pending, k, pos, index int, ok bo
 // Called with r.mu held; reports whether the batch started.
 func (r *run) startBatch(k int) bool {
 	buf := r.l.pool.TryGet(r.layout.Size())
-	var indices []int
+	p := r.newPending(k)
 	if b, ok := r.batches.(sliceBatches); ok {
-		indices = b[k]
+		p.indices = b[k]
 	}
-	if buf == nil || indices == nil {
+	if buf == nil || p.indices == nil {
 		r.starting = true
 		r.mu.Unlock()
-		if indices == nil {
-			indices = r.batches.batch(k, r.carve(r.batches.size(k)))
+		if p.indices == nil {
+			n := r.batches.size(k)
+			if cap(p.own) < n {
+				p.own = make([]int, n)
+			}
+			p.indices, p.computed = r.batches.batch(k, p.own[:n]), true
 		}
 		var err error
 		if buf == nil {
@@ -217,27 +223,24 @@ func (r *run) startBatch(k int) bool {
 			return false
 		}
 	}
-	p := &pending{k: k, indices: indices, buf: buf}
+	p.buf = buf
 	p.left.Store(int32(len(p.indices)))
 	r.ring[k%r.window] = p
 	r.started++
 	return true
 }
 
-// slabInts is the size of the slices that the indices of a lazy list's
-// batches are cut from: one allocation for many batches (a delivered
-// Batch keeps its indices, so a slab lives while any of its batches does).
-const slabInts = 2048
-
-// carve returns the next n ints of the run's slab. Called by the worker
-// that is starting a batch (r.starting), the only one that touches r.slab.
-func (r *run) carve(n int) []int {
-	if len(r.slab) < n {
-		r.slab = make([]int, max(n, slabInts))
+// newPending returns batch k's pending: a taken batch's, reset, or a new
+// one. Called with r.mu held.
+func (r *run) newPending(k int) *pending {
+	n := len(r.free)
+	if n == 0 {
+		return &pending{k: k}
 	}
-	s := r.slab[:n:n]
-	r.slab = r.slab[n:]
-	return s
+	p := r.free[n-1]
+	r.free = r.free[:n-1]
+	*p = pending{k: k, own: p.own}
+	return p
 }
 
 // work fills samples until there is nothing to claim, or until w is
@@ -708,25 +711,30 @@ func (r *run) take(k int) (*Batch, error) {
 			r.tune.observe(waited)
 			r.cond.Broadcast()
 			err := r.account(p)
+			number := r.number(p.k)
+			b := &Batch{l: r.l, epoch: r.epoch, number: number, n: len(p.indices), layout: r.layout, buf: p.buf, dev: p.dev,
+				stream: p.stream, longest: p.longest, inLoop: true}
+			switch {
+			case p.failed != nil:
+				b.idx, b.n = p.idx, len(p.idx)
+			case p.computed:
+				b.lazy, b.k = r.batches, p.k
+			default: // the sampler's own
+				b.idx = p.indices
+			}
+			r.free = append(r.free, p)
 			r.mu.Unlock()
 			if err != nil {
-				r.l.recycle(p.buf, p.dev)
+				r.l.recycle(b.buf, b.dev)
 				return nil, err
 			}
-			idx := p.indices
-			if p.failed != nil {
-				idx = p.idx
-			}
-			number := r.number(p.k)
 			r.l.delivered(number)
-			if len(idx) == 0 {
-				r.l.recycle(p.buf, p.dev)
+			if b.n == 0 {
+				r.l.recycle(b.buf, b.dev)
 				return nil, nil
 			}
 			r.l.batches.Add(1)
-			p.batch = Batch{l: r.l, epoch: r.epoch, number: number, idx: idx, layout: r.layout, buf: p.buf, dev: p.dev,
-				stream: p.stream, longest: p.longest, inLoop: true}
-			return &p.batch, nil
+			return b, nil
 		}
 		if len(r.workers) > 0 && mono()-start < spinWait {
 			n := r.done.Load()
