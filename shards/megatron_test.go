@@ -780,17 +780,7 @@ func BenchmarkMegatronWindows(b *testing.B) {
 			runtime.GC()
 			var times [3]time.Duration // loader, copy, moveRuns
 			sides := [3]func(e, m int){
-				func(e, m int) {
-					k := 0
-					for _, err := range l.Epoch(context.Background(), e) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						if k++; k == m {
-							break
-						}
-					}
-				},
+				func(e, m int) { loadBatches(b, l, e, m) },
 				func(e, _ int) {
 					for _, r := range epochs[e] {
 						copy(dst[r.to:r.to+r.end-r.from], d.all[r.from:r.end])

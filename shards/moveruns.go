@@ -20,7 +20,8 @@ type byteRun struct{ from, end, to int64 }
 // 0.85 of copy's time, whether the source is in the cache or not
 // (BenchmarkMoveRuns; bench/RESULTS.md, stop 29). Its reads fault as
 // copy's do, so guardMapped turns a read past a cut file into an error
-// either way.
+// either way; that is why it is Go assembly here and not a kernel of
+// internal/csrc, where a fault in C code would end the process.
 func moveRuns(dst, src []byte, runs []byteRun) {
 	if !haveMoveRuns || len(runs) == 0 {
 		for _, r := range runs {

@@ -247,15 +247,7 @@ func BenchmarkTokens(b *testing.B) {
 func epochVsCopy(b *testing.B, l *engine.Loader, e, m int, ref func(), loader, copied *time.Duration) {
 	load := func() {
 		start := time.Now()
-		k := 0
-		for _, err := range l.Epoch(context.Background(), e) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			if k++; k == m {
-				break
-			}
-		}
+		loadBatches(b, l, e, m)
 		*loader += time.Since(start)
 	}
 	loop := func() {
@@ -269,6 +261,19 @@ func epochVsCopy(b *testing.B, l *engine.Loader, e, m int, ref func(), loader, c
 	} else {
 		loop()
 		load()
+	}
+}
+
+// loadBatches runs the first m batches of epoch e through l.
+func loadBatches(b *testing.B, l *engine.Loader, e, m int) {
+	k := 0
+	for _, err := range l.Epoch(context.Background(), e) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k++; k == m {
+			break
+		}
 	}
 }
 
