@@ -183,7 +183,7 @@ func splitInts(s string) []int {
 
 // ourLoader runs three epochs of the training transform through a Loader.
 func (ib *imageBench) ourLoader(ds *vision.Dataset, w int) (imageLoaderRow, error) {
-	return loaderRow(ds, engine.Config{BatchSize: 32, Shuffle: true, DropLast: true, Workers: w, SkipZeroing: true})
+	return loaderRow(ds, engine.Config{BatchSize: 32, Shuffle: true, DropLast: true, Workers: w})
 }
 
 // peerImages runs scripts/peer_images.py and decodes its JSON into out.

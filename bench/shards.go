@@ -339,7 +339,7 @@ func (sb *shardBench) tokens(o *options, z shardSizes, dir string) error {
 				}
 				wg.Wait()
 			}
-			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, WorldSize: 1, Backend: "cpu"})
 			if err != nil {
 				return err
 			}

@@ -108,7 +108,9 @@ type Config struct {
 
 	// SkipZeroing leaves each sample's bytes as the last batch in that buffer
 	// left them instead of zeroing them before Fill. Set it only when Fill
-	// writes every byte of every field.
+	// writes every byte of every field. A dataset that says so itself
+	// (FullWriter: Tensors, and shards' and vision's datasets) is never
+	// zeroed, whatever SkipZeroing says.
 	SkipZeroing bool
 	// MaxPinnedBytes caps the pinned host memory of batch buffers and, on a
 	// GPU backend, the device memory of their copies; when reached, workers

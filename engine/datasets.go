@@ -104,6 +104,16 @@ type concatDataset struct {
 func (c *concatDataset) Len() int               { return c.ends[len(c.ends)-1] }
 func (c *concatDataset) Schema() collate.Schema { return c.ds[0].Schema() }
 
+// WritesEveryByte reports whether every dataset concatenated does.
+func (c *concatDataset) WritesEveryByte() bool {
+	for _, d := range c.ds {
+		if !writesEveryByte(d) {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
 	i := s.Index()
 	k := sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
@@ -144,6 +154,9 @@ type subsetDataset struct {
 
 func (d *subsetDataset) Len() int               { return len(d.idx) }
 func (d *subsetDataset) Schema() collate.Schema { return d.ds.Schema() }
+
+// WritesEveryByte reports whether the dataset it is a subset of does.
+func (d *subsetDataset) WritesEveryByte() bool { return writesEveryByte(d.ds) }
 
 func (d *subsetDataset) Fill(ctx context.Context, s *Slot) error {
 	i := s.Index()

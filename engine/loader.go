@@ -36,6 +36,7 @@ type loader struct {
 	layout   *collate.Layout // grows to the largest batch seen
 	consumer *worker         // the consumer's goroutine as a worker, when Workers is 0
 	dyn      []dynField      // the Dynamic fields and their length fields
+	zero     bool            // zero a buffer before Fill: neither Config.SkipZeroing nor a FullWriter
 	active   *run
 	closed   bool
 	workers  []*worker      // persistent workers; nil until the first epoch
@@ -114,6 +115,7 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 		logger: slog.Default(),
 		layout: layout,
 		dyn:    dyn,
+		zero:   !cfg.SkipZeroing && !writesEveryByte(ds),
 	}
 	if g, ok := sel.Backend.(*pinned.GPU); ok {
 		l.gpu = g

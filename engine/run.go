@@ -327,7 +327,7 @@ func (r *run) fill(w *worker, p *pending, k, pos, index int) {
 	for attempt := 0; ; attempt++ {
 		s.reset(r.epoch, index, pos, r.layout, p.buf.Bytes()) // a retry draws the same random numbers
 		s.reader = r.reader
-		if !r.l.cfg.SkipZeroing {
+		if r.l.zero {
 			for i := range r.layout.Schema() {
 				clear(s.TensorAt(i).Bytes())
 			}
@@ -389,7 +389,7 @@ func (r *run) sleep(d time.Duration) error {
 func (r *run) fillBatch(w *worker, p *pending, k int) {
 	b := &w.bslot
 	*b = BatchSlot{run: r, indices: p.indices, buf: p.buf.Bytes()}
-	if !r.l.cfg.SkipZeroing {
+	if r.l.zero {
 		clear(b.buf)
 	}
 	err, stack := r.call(w, k, b.indices[0], func(ctx context.Context) error { return r.bf.FillBatch(ctx, b) }, func(err error) {

@@ -93,6 +93,10 @@ func (d *TensorsDataset) Len() int { return d.n }
 // Schema returns one field a tensor, shaped like a row.
 func (d *TensorsDataset) Schema() collate.Schema { return d.schema }
 
+// WritesEveryByte reports true: Fill and FillBatch copy whole rows
+// (FullWriter).
+func (d *TensorsDataset) WritesEveryByte() bool { return true }
+
 // Fill copies sample s.Index()'s rows (used when called outside a batch).
 func (d *TensorsDataset) Fill(_ context.Context, s *Slot) error {
 	for i, t := range d.data {

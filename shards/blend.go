@@ -138,6 +138,13 @@ func (b *BlendedDataset) Fill(ctx context.Context, s *engine.Slot) error {
 	return nil
 }
 
+// WritesEveryByte reports whether every dataset blended does
+// (engine.FullWriter).
+func (b *BlendedDataset) WritesEveryByte() bool {
+	f, ok := b.sub.(engine.FullWriter)
+	return ok && f.WritesEveryByte()
+}
+
 // Source returns the dataset and the sample within it that the blend's
 // sample i is.
 func (b *BlendedDataset) Source(i int) (dataset, sample int) {

@@ -721,8 +721,8 @@ func FuzzMegatronIndex(f *testing.F) {
 }
 
 // BenchmarkMegatronWindows loads the samples of a Megatron dataset
-// (uint16 tokens, documents of 50 to 2000 tokens, SeqLength 1024, batch
-// 32) through the loader and, epoch by epoch in turn, writes the same
+// (uint16 tokens, SeqLength 1024, batch 32; no SkipZeroing, which a
+// Megatron dataset needs not: it writes every byte) through the loader and, epoch by epoch in turn, writes the same
 // bytes for the same samples into one batch buffer with two plain loops
 // over their runs of a document's tokens: copy (one memmove a run), and
 // moveRuns, the loader's own copy (bench/RESULTS.md, stop 29). The runs
@@ -734,77 +734,93 @@ func FuzzMegatronIndex(f *testing.F) {
 // so that none reads another's warm cache more often. The metrics are
 // each side's time a batch and the loader's throughput over each loop's:
 // x-copy is issue 25's row (target: 0.8 or more at Workers 0 and 1), and
-// x-moveruns the loader's against a copy as fast as its own.
+// x-moveruns the loader's against a copy as fast as its own. The corpus
+// has documents of 50 to 2000 tokens, a pretraining corpus's; the
+// short-docs ones have 1 to 64 (a sample is dozens of runs, half of them
+// shorter than 32 bytes), the tiny-docs ones 1 to 16 (every run is).
 func BenchmarkMegatronWindows(b *testing.B) {
-	const seq, batch = 1024, 32
-	var docs [][]int64
-	for ntok, i := 0, 0; ntok < 1<<23; i++ {
-		doc := make([]int64, 50+(i*7919)%1950)
-		for j := range doc {
-			doc[j] = int64((ntok + j) % 65521)
+	for _, layout := range []struct {
+		name           string
+		shortest, span int // document lengths: shortest + i*7919 % span
+		workers        []int
+	}{
+		{"", 50, 1950, []int{0, 1, 2}},
+		{"short-docs/", 1, 64, []int{0, 1}},
+		{"tiny-docs/", 1, 16, []int{0, 1}},
+	} {
+		var docs [][]int64
+		for ntok, i := 0, 0; ntok < 1<<23; i++ {
+			doc := make([]int64, layout.shortest+(i*7919)%layout.span)
+			for j := range doc {
+				doc[j] = int64((ntok + j) % 65521)
+			}
+			ntok += len(doc)
+			docs = append(docs, doc)
 		}
-		ntok += len(doc)
-		docs = append(docs, doc)
+		prefix := megatronDocs(b, collate.Uint16, docs)
+		for _, workers := range layout.workers {
+			b.Run(fmt.Sprintf("%sworkers=%d", layout.name, workers), func(b *testing.B) { megatronWindows(b, prefix, workers) })
+		}
 	}
-	prefix := megatronDocs(b, collate.Uint16, docs)
+}
+
+// megatronWindows is BenchmarkMegatronWindows on the corpus at prefix.
+func megatronWindows(b *testing.B, prefix string, workers int) {
+	const seq, batch = 1024, 32
 	w := 2 * (seq + 1)
-	for _, workers := range []int{0, 1, 2} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			cfg := MegatronConfig{SeqLength: seq, Seed: 1}
-			d, err := Megatron(prefix, cfg)
-			require.NoError(b, err)
-			defer d.Close()
-			require.NotNil(b, d.all, "the .bin is mapped")
-			peer, err := Megatron(prefix, cfg) // the loops' orders
-			require.NoError(b, err)
-			defer peer.Close()
-			l, err := engine.New(d, engine.Config{BatchSize: batch, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
-			require.NoError(b, err)
-			defer l.Close()
-			dst := make([]byte, batch*w)
-			per := (d.Len() + batch - 1) / batch // batches an epoch
-			var epochs [][]byteRun
-			for n, e := 0, 0; n < b.N; n, e = n+per, e+1 {
-				o, err := peer.Order(e)
-				require.NoError(b, err)
-				var runs []byteRun
-				for i := range min((b.N-n)*batch, len(o.Shuffle)) {
-					row := int64(i%batch) * int64(w)
-					require.NoError(b, peer.pieces(o, i, func(_ int32, _, n, from, to int64) error {
-						runs = append(runs, byteRun{from, from + 2*n, row + to})
-						return nil
-					}))
-				}
-				epochs = append(epochs, runs)
-			}
-			runtime.GC()
-			var times [3]time.Duration // loader, copy, moveRuns
-			sides := [3]func(e, m int){
-				func(e, m int) { loadBatches(b, l, e, m) },
-				func(e, _ int) {
-					for _, r := range epochs[e] {
-						copy(dst[r.to:r.to+r.end-r.from], d.all[r.from:r.end])
-					}
-				},
-				func(e, _ int) { moveRuns(dst, d.all, epochs[e]) },
-			}
-			b.SetBytes(int64(batch * w))
-			b.ResetTimer()
-			for n, e := 0, 0; n < b.N; n, e = n+per, e+1 {
-				m := min(b.N-n, per)
-				for j := range sides {
-					side := (e + j) % len(sides)
-					start := time.Now()
-					sides[side](e, m)
-					times[side] += time.Since(start)
-				}
-			}
-			ns := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
-			b.ReportMetric(ns(times[0]), "loader-ns/batch")
-			b.ReportMetric(ns(times[1]), "copy-ns/batch")
-			b.ReportMetric(ns(times[2]), "moveruns-ns/batch")
-			b.ReportMetric(times[1].Seconds()/times[0].Seconds(), "x-copy")
-			b.ReportMetric(times[2].Seconds()/times[0].Seconds(), "x-moveruns")
-		})
+	cfg := MegatronConfig{SeqLength: seq, Seed: 1}
+	d, err := Megatron(prefix, cfg)
+	require.NoError(b, err)
+	defer d.Close()
+	require.NotNil(b, d.all, "the .bin is mapped")
+	peer, err := Megatron(prefix, cfg) // the loops' orders
+	require.NoError(b, err)
+	defer peer.Close()
+	l, err := engine.New(d, engine.Config{BatchSize: batch, Workers: workers, WorldSize: 1, Backend: "cpu"})
+	require.NoError(b, err)
+	defer l.Close()
+	dst := make([]byte, batch*w)
+	per := (d.Len() + batch - 1) / batch // batches an epoch
+	var epochs [][]byteRun
+	for n, e := 0, 0; n < b.N; n, e = n+per, e+1 {
+		o, err := peer.Order(e)
+		require.NoError(b, err)
+		var runs []byteRun
+		for i := range min((b.N-n)*batch, len(o.Shuffle)) {
+			row := int64(i%batch) * int64(w)
+			require.NoError(b, peer.pieces(o, i, func(_ int32, _, n, from, to int64) error {
+				runs = append(runs, byteRun{from, from + 2*n, row + to})
+				return nil
+			}))
+		}
+		epochs = append(epochs, runs)
 	}
+	runtime.GC()
+	var times [3]time.Duration // loader, copy, moveRuns
+	sides := [3]func(e, m int){
+		func(e, m int) { loadBatches(b, l, e, m) },
+		func(e, _ int) {
+			for _, r := range epochs[e] {
+				copy(dst[r.to:r.to+r.end-r.from], d.all[r.from:r.end])
+			}
+		},
+		func(e, _ int) { moveRuns(dst, d.all, epochs[e]) },
+	}
+	b.SetBytes(int64(batch * w))
+	b.ResetTimer()
+	for n, e := 0, 0; n < b.N; n, e = n+per, e+1 {
+		m := min(b.N-n, per)
+		for j := range sides {
+			side := (e + j) % len(sides)
+			start := time.Now()
+			sides[side](e, m)
+			times[side] += time.Since(start)
+		}
+	}
+	ns := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(ns(times[0]), "loader-ns/batch")
+	b.ReportMetric(ns(times[1]), "copy-ns/batch")
+	b.ReportMetric(ns(times[2]), "moveruns-ns/batch")
+	b.ReportMetric(times[1].Seconds()/times[0].Seconds(), "x-copy")
+	b.ReportMetric(times[2].Seconds()/times[0].Seconds(), "x-moveruns")
 }

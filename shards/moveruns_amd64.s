@@ -1,20 +1,51 @@
 #include "textflag.h"
 
+#define prefetchRuns 8
+
 // func moveRunsAVX2(dst, src *byte, runs *byteRun, n int)
 //
 // Each run is three int64: from, end, to. A run of 32 bytes or more is
 // copied as its first 32 bytes, then 128- and 32-byte blocks stored at
 // dst's 32-byte boundaries, then its last 32 bytes (overlapping what the
-// blocks wrote, with the same bytes); a shorter one byte by byte.
+// blocks wrote, with the same bytes); a shorter one as two moves of 16,
+// 8, 4 or 2 bytes that overlap, or one byte. No move reads or writes
+// outside its run (a prefetch may name any address: it never faults).
 TEXT ·moveRunsAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), R10
 	MOVQ src+8(FP), R11
 	MOVQ runs+16(FP), R12
 	MOVQ n+24(FP), R13
 
+	// Prefetch the first line of the first runs' sources, then, at each
+	// run, that of the run prefetchRuns on: the runs are scattered over
+	// the source, and a loop of copies otherwise waits for each one's
+	// first line in turn.
+	MOVQ R13, DX
+	CMPQ DX, $prefetchRuns
+	JLE  first
+	MOVQ $prefetchRuns, DX
+
+first:
+	MOVQ R12, R9
+
+firstLoop:
+	TESTQ      DX, DX
+	JZ         next
+	MOVQ       0(R9), AX
+	PREFETCHT0 (R11)(AX*1)
+	ADDQ       $24, R9
+	DECQ       DX
+	JMP        firstLoop
+
 next:
 	TESTQ R13, R13
 	JZ   end
+	CMPQ R13, $prefetchRuns
+	JLE  copyRun
+	MOVQ prefetchRuns*24(R12), AX
+	PREFETCHT0 (R11)(AX*1)
+
+copyRun:
 	MOVQ 0(R12), SI
 	MOVQ 8(R12), CX
 	SUBQ SI, CX              // bytes
@@ -69,15 +100,48 @@ ends:
 	VMOVDQU Y4, 0(R8)
 	JMP     next
 
-short:
+short: // 0 to 31 bytes: two moves of the largest power of two that fits, overlapping
+	CMPQ    CX, $16
+	JLT     lt16
+	VMOVDQU (SI), X0
+	VMOVDQU -16(SI)(CX*1), X1
+	VMOVDQU X0, (DI)
+	VMOVDQU X1, -16(DI)(CX*1)
+	JMP     next
+
+lt16:
+	CMPQ CX, $8
+	JLT  lt8
+	MOVQ (SI), AX
+	MOVQ -8(SI)(CX*1), BX
+	MOVQ AX, (DI)
+	MOVQ BX, -8(DI)(CX*1)
+	JMP  next
+
+lt8:
+	CMPQ CX, $4
+	JLT  lt4
+	MOVL (SI), AX
+	MOVL -4(SI)(CX*1), BX
+	MOVL AX, (DI)
+	MOVL BX, -4(DI)(CX*1)
+	JMP  next
+
+lt4:
+	CMPQ CX, $2
+	JLT  lt2
+	MOVW (SI), AX
+	MOVW -2(SI)(CX*1), BX
+	MOVW AX, (DI)
+	MOVW BX, -2(DI)(CX*1)
+	JMP  next
+
+lt2:
 	TESTQ CX, CX
 	JLE   next
 	MOVB  (SI), AX
 	MOVB  AX, (DI)
-	INCQ  SI
-	INCQ  DI
-	DECQ  CX
-	JMP   short
+	JMP   next
 
 end:
 	VZEROUPPER

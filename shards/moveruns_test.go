@@ -25,6 +25,13 @@ func TestMoveRunsIsCopy(t *testing.T) {
 		runs = append(runs, byteRun{from, from + n, to})
 		to += n + rng.Int64N(3)
 	}
+	for n := int64(0); n <= 64; n++ { // the short moves, at every alignment of the destination
+		for range 32 {
+			from := rng.Int64N(int64(len(src)) - n)
+			runs = append(runs, byteRun{from, from + n, to})
+			to += n + 1
+		}
+	}
 	for range 200 {
 		n := rng.Int64N(4096)
 		from := rng.Int64N(int64(len(src)) - n)

@@ -355,6 +355,11 @@ func (p *PackedDataset) Pieces(i int) []PackedPiece {
 	return out
 }
 
+// WritesEveryByte reports true: Fill writes every field, padding
+// included (engine.FullWriter, so the loader does not zero the batch
+// first).
+func (p *PackedDataset) WritesEveryByte() bool { return true }
+
 // Fill writes sequence s.Index().
 func (p *PackedDataset) Fill(_ context.Context, s *engine.Slot) error {
 	i := s.Index()

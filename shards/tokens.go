@@ -165,6 +165,10 @@ func (d *TokenDataset) randomStart(s0, s1 uint64) int64 {
 	return rand.New(rand.NewPCG(s0, s1)).Int64N(d.ntok - int64(d.cfg.Context))
 }
 
+// WritesEveryByte reports true: a window fills its row
+// (engine.FullWriter, so the loader does not zero the batch first).
+func (d *TokenDataset) WritesEveryByte() bool { return true }
+
 // FillBatch writes the windows of a whole batch, one loop of copies: the
 // same bytes as a Fill a sample, without the loader's per-sample work,
 // which costs as much as a window's copy. Where the file is mapped, a

@@ -215,7 +215,7 @@ func BenchmarkTokens(b *testing.B) {
 			d, err := Tokens(path, TokenConfig{Context: ctx})
 			require.NoError(b, err)
 			defer d.Close()
-			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, SkipZeroing: true, WorldSize: 1, Backend: "cpu"})
+			l, err := engine.New(d, engine.Config{BatchSize: batch, Shuffle: true, Seed: 1, Workers: workers, WorldSize: 1, Backend: "cpu"})
 			require.NoError(b, err)
 			defer l.Close()
 			src := d.file.view(0, 2*d.NumTokens())

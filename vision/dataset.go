@@ -107,9 +107,13 @@ func (d *Dataset) Transform() Transform { return d.p.t }
 // DecoderInfo returns the JPEG decoder the dataset uses and why.
 func (d *Dataset) DecoderInfo() DecoderInfo { return d.p.dec }
 
+// WritesEveryByte reports true: Fill writes every byte of the image and
+// the label, padding included (engine.FullWriter, so the loader does not
+// zero the batch first).
+func (d *Dataset) WritesEveryByte() bool { return true }
+
 // Fill writes sample s.Index(): the image into the image field, its label
-// into the label field. It writes every byte of both, so the loader may
-// skip zeroing (engine.Config.SkipZeroing).
+// into the label field.
 func (d *Dataset) Fill(ctx context.Context, s *engine.Slot) error {
 	i := s.Index()
 	if i < 0 || i >= len(d.samples) {

@@ -31,7 +31,7 @@ func ExampleImageFolder() {
 	defer ds.Close()
 	fmt.Println("classes:", ds.Classes(), "images:", ds.Len())
 
-	l, err := engine.New(ds, engine.Config{BatchSize: 4, Shuffle: true, Workers: 2, SkipZeroing: true})
+	l, err := engine.New(ds, engine.Config{BatchSize: 4, Shuffle: true, Workers: 2})
 	if err != nil {
 		fmt.Println(err)
 		return

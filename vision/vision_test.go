@@ -430,7 +430,7 @@ func TestBatchesIdenticalForAnyWorkers(t *testing.T) {
 		require.NoError(t, err)
 		var ref [][]byte
 		for w := range 5 {
-			l, err := engine.New(ds, engine.Config{BatchSize: 5, Shuffle: true, Seed: 7, Workers: w, SkipZeroing: true})
+			l, err := engine.New(ds, engine.Config{BatchSize: 5, Shuffle: true, Seed: 7, Workers: w})
 			require.NoError(t, err)
 			var got [][]byte
 			for b, err := range l.Epoch(context.Background(), 1) {
