@@ -577,63 +577,86 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	return 0, nil
 }
 
-// megatronRuns is how many runs copyBatch finds before it copies them.
-const megatronRuns = 128
+// megatronRuns is about how many runs copyBatch finds before it copies
+// them: it stops after the sample that reaches it.
+const megatronRuns = 512
+
+// runLists holds copyBatch's lists of runs for reuse; a list grows to
+// megatronRuns and a sample's runs more (at most SeqLength+1).
+var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 
 // copyBatch writes samples e.order.Shuffle[indices[r]] into row r of
-// dst, from the mapping: it finds up to megatronRuns runs in e's tables,
-// then copies them, and so on. The copies, one after the other with no
-// lookup in between, overlap their reads of the .bin as a plain loop of
-// copies does; with the lookups and their branches interleaved (a sample
-// spans one document or several) a batch took 1.4-1.5 times as long as
-// that loop, and takes 1.1 times now (bench/RESULTS.md, stop 28). *to is
-// where the run being converted (or the sample that failed) goes, for the
-// caller's error, or -1 while moveRuns copies: a fault there says where it
-// read (faulted). *inFile is cleared when a run ends on a zero byte
-// (endsInFile). Call it under guardMapped.
+// dst, from the mapping: it finds the runs of samples until it has
+// megatronRuns (findRuns), then copies them, and so on. The copies, one
+// after the other with no lookup in between, overlap their reads of the
+// .bin as a plain loop of copies does; with the lookups and their
+// branches interleaved (a sample spans one document or several) a batch
+// took 1.4-1.5 times as long as that loop (bench/RESULTS.md, stop 28).
+// *to is where the run being converted (or the sample that failed) goes,
+// for the caller's error, or -1 while moveRuns copies: a fault there says
+// where it read (faulted). *inFile is cleared when a run ends on a zero
+// byte (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
-	var buf [megatronRuns]byteRun
-	runs := buf[:0]
-	row := int64(len(dst) / max(len(indices), 1))
-	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
-	length, pointer := e.length, e.pointer[:len(e.length)]
 	// Read each sample's first entries of the tables before following
 	// any: these reads do not wait on one another, so their cache misses
-	// overlap, where the loop below waits on each in turn (it branches on
-	// the length it reads). Where the tables do not stay in the cache
-	// between batches (a 128 MB corpus), finding and copying a batch's
-	// runs took 1.34 times as long as copying them alone, and takes 1.25
-	// times (bench/RESULTS.md, stop 30).
+	// overlap, where findRuns waits on each in turn (it branches on the
+	// length it reads). Where the tables do not stay in the cache between
+	// batches (a 128 MB corpus), finding and copying a batch's runs took
+	// 1.34 times as long as copying them alone, and takes 1.25 times
+	// (bench/RESULTS.md, stop 30).
 	var first int64
 	for _, index := range indices {
 		if uint(index) < uint(len(e.start)) {
-			if at := int(e.start[index] >> 32); at < len(length) {
-				first += int64(length[at]) + pointer[at]
+			if at := int(e.start[index] >> 32); at < len(e.length) {
+				first += int64(e.length[at]) + e.pointer[at]
 			}
 		}
 	}
 	runtime.KeepAlive(first) // the reads are the point
-	for r, index := range indices {
+	list := runLists.Get().(*[]byteRun)
+	defer runLists.Put(list)
+	row := int64(len(dst) / max(len(indices), 1))
+	for r := 0; r < len(indices); {
+		runs, next, err := d.findRuns((*list)[:0], e, indices, r, row, to)
+		*list = runs
+		if err == nil {
+			err = d.copyRuns(dst, e.order, indices, row, runs, to, inFile)
+		}
+		if err != nil {
+			return err
+		}
+		r = next
+	}
+	return nil
+}
+
+// findRuns appends to runs those of samples indices[r:], to be written
+// from row r of dst on, until it holds megatronRuns or more; it returns
+// them and the position of the next sample. It calls nothing in its loop
+// but append and, to return one, an error's constructor: with a call
+// there (the copy of the runs so far, as it was), the compiler kept the
+// loop's variables on the stack, and finding took 1.3 to 2 times as long
+// (tables in the cache; bench/RESULTS.md, stop 30).
+func (d *MegatronDataset) findRuns(runs []byteRun, e *megatronEpoch, indices []int, r int, row int64, to *int64) ([]byteRun, int, error) {
+	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
+	length, pointer := e.length, e.pointer[:len(e.length)]
+	seq := int64(d.cfg.SeqLength) + 1
+	for ; r < len(indices) && len(runs) < megatronRuns; r++ {
+		index := indices[r]
 		if index < 0 || index >= len(e.start) {
 			*to = int64(r) * row
-			return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
+			return runs, r, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
 		}
 		at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
 		at0 := int64(r) * row
-		for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
+		for remaining := seq; remaining > 0; at, off = at+1, 0 {
 			if at >= len(length) {
 				*to = int64(r) * row
-				return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
+				return runs, r, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
 			}
 			n := min(int64(length[at])-off, remaining)
 			if n <= 0 {
 				continue
-			}
-			if len(runs) == len(buf) {
-				if err := d.copyRuns(dst, e.order, indices, row, runs, to, inFile); err != nil {
-					return err
-				}
-				runs = runs[:0]
 			}
 			from := pointer[at] + off*es
 			runs = append(runs, byteRun{from, from + n*es, at0})
@@ -641,7 +664,7 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 			remaining -= n
 		}
 	}
-	return d.copyRuns(dst, e.order, indices, row, runs, to, inFile)
+	return runs, r, nil
 }
 
 // copyRuns copies the runs that copyBatch found (converting them to Out),
