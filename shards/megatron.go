@@ -682,6 +682,16 @@ func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, r
 		}
 		return nil
 	}
+	// Read each run's first byte before converting any, so that their
+	// cache misses overlap, as moveRuns' prefetches do on the copying path.
+	*to = -1
+	var heads byte
+	for _, r := range runs {
+		if r.from < r.end {
+			heads ^= all[r.from]
+		}
+	}
+	runtime.KeepAlive(heads) // the reads are the point
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
 	for _, r := range runs {
 		*to = r.to
