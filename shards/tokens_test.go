@@ -277,7 +277,8 @@ func loadBatches(b *testing.B, l *engine.Loader, e, m int) {
 	}
 }
 
-// reportVsCopy reports what epochVsCopy timed over b.N batches.
+// reportVsCopy reports a loader's and a copy loop's time over b.N
+// batches (epochVsCopy's, or BenchmarkMegatronWindows').
 func reportVsCopy(b *testing.B, loader, copied time.Duration) {
 	b.ReportMetric(float64(loader.Nanoseconds())/float64(b.N), "loader-ns/batch")
 	b.ReportMetric(float64(copied.Nanoseconds())/float64(b.N), "copy-ns/batch")
