@@ -167,7 +167,12 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 // from the server.
 func TestCacheFirstRecordBeforeTheDownloadEnds(t *testing.T) {
 	f, urls, _ := cacheServer(t, 2000)
-	f.inject(func(f *faultServer) { f.stalls, f.stallAt, f.stallFor = 1, 1<<20, time.Minute })
+	// The server sees two requests for the shard from its start (the
+	// cache's download and one more, in an order that varies); both stall
+	// at 1 MiB, so that the download is cut short whichever it is. With
+	// one stall the other request took it in about one run of three, the
+	// download finished before Close and was cached, and the test failed.
+	f.inject(func(f *faultServer) { f.stalls, f.stallAt, f.stallFor = 2, 1<<20, time.Minute })
 	o := fastOpener()
 	o.Timeout = 2 * time.Minute
 	defer o.CloseIdleConnections()
