@@ -108,24 +108,25 @@ type MegatronOrder struct {
 }
 
 // megatronEpoch is one epoch's order, and the same again laid out for
-// Fill: the tables that a sample's copy reads, so that it reads its
-// start in dataset order (in turn, as batches come) and its runs from
-// one table by position in the document order, where the order's own
-// indices take four dependent reads at random (Shuffle, Samples,
-// Documents, then the .idx's lengths and pointers), each a cache miss
-// on a large corpus.
+// Fill: the runs of tokens that each sample copies, in dataset order, so
+// that a batch of consecutive indices reads them in one sequential sweep
+// where the order's own indices take four dependent reads at random
+// (Shuffle, Samples, Documents, then the .idx's lengths and pointers)
+// and a branch a document. The build pays those reads once, ahead of the
+// epoch (use); the runs take 12 bytes each, about one a document plus
+// one a sample.
 type megatronEpoch struct {
 	once  sync.Once
 	order MegatronOrder
 	err   error
 	next  atomic.Bool // the next epoch's build has started (use)
-	// start[i] is where the sample of index i starts: its position in
-	// the document order << 32 | its first token's offset.
-	start []uint64
-	// length[p] and pointer[p] are the tokens and the byte offset in the
-	// .bin of the document at position p of the order.
-	length  []int32
-	pointer []int64
+	// first[i] is the first run of the sample of index i, and first[i+1]
+	// one past its last; Len()+1 entries.
+	first []int64
+	// from[r] is the byte offset in the .bin of run r, and tokens[r] its
+	// tokens: a sample's runs, in turn, fill its row.
+	from   []int64
+	tokens []int32
 }
 
 // megatronIndex is the parsed .idx file.
@@ -388,8 +389,24 @@ func (d *MegatronDataset) stopped() error {
 	return nil
 }
 
-// build makes epoch's indices and tables, into e.
+// build makes epoch's order and its runs, into e.
 func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
+	o, lengths, err := d.buildOrder(epoch)
+	if err == nil {
+		err = d.stopped()
+	}
+	if err != nil {
+		return err
+	}
+	e.first, e.from, e.tokens, err = d.sampleRuns(o, lengths)
+	e.order = o
+	return err
+}
+
+// buildOrder makes epoch's order, Megatron's three indices (what
+// BenchmarkMegatronSampleIndex compares with numpy), and returns it with
+// the lengths of the documents in its document order.
+func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) {
 	rng := rand.NewPCG(d.cfg.Seed, uint64(epoch))
 	docs := make([]int32, len(d.idx.lengths))
 	for i := range docs {
@@ -397,33 +414,75 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	}
 	shuffle(rng, docs)
 	if err := d.stopped(); err != nil {
-		return err
+		return MegatronOrder{}, nil, err
 	}
-	lengths, pointers := make([]int32, len(docs)), make([]int64, len(docs)) // in the epoch's order
+	lengths := make([]int32, len(docs)) // in the epoch's order
 	for i, doc := range docs {
-		lengths[i], pointers[i] = d.idx.lengths[doc], d.idx.pointers[doc]
+		lengths[i] = d.idx.lengths[doc]
 		pause(i)
 	}
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
-		return fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+		return MegatronOrder{}, nil, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
 	if err := d.stopped(); err != nil {
-		return err
+		return MegatronOrder{}, nil, err
 	}
 	order := make([]int64, len(samples)/2-1)
 	for i := range order {
 		order[i] = int64(i)
 	}
 	shuffle(rng, order)
-	start := make([]uint64, len(order))
-	for i, k := range order {
-		start[i] = uint64(samples[2*k])<<32 | uint64(samples[2*k+1])
+	return MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}, lengths, nil
+}
+
+// sampleRuns lists the runs of tokens of o's samples in dataset order
+// (megatronEpoch), given the lengths of the documents in o's document
+// order. It walks the samples in sample order, so that its
+// reads of the documents follow that order, and writes each sample's
+// runs where its dataset index puts them, having counted them first:
+// walked in dataset order, half its time (10^6 documents, in a profile)
+// was each sample's first read, a cache miss.
+func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first, from []int64, tokens []int32, err error) {
+	es, seq := int64(d.idx.dtype.Size()), int64(d.cfg.SeqLength)+1
+	pointers := make([]int64, len(o.Documents)) // in the epoch's order
+	for i, doc := range o.Documents {
+		pointers[i] = d.idx.pointers[doc]
 		pause(i)
 	}
-	e.order = MegatronOrder{Documents: docs, Samples: samples, Shuffle: order}
-	e.start, e.length, e.pointer = start, lengths, pointers
-	return nil
+	n := len(o.Shuffle)
+	at := make([]int64, n) // sample k's runs: counted, then where they go
+	for k := range n {
+		p, off := o.Samples[2*k], o.Samples[2*k+1]
+		for remaining := seq; remaining > 0; p, off = p+1, 0 {
+			if p >= int64(len(lengths)) {
+				return nil, nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+			}
+			if m := min(int64(lengths[p])-off, remaining); m > 0 {
+				at[k]++
+				remaining -= m
+			}
+		}
+		pause(k)
+	}
+	first = make([]int64, n+1)
+	for i, k := range o.Shuffle {
+		first[i+1] = first[i] + at[k]
+		at[k] = first[i]
+	}
+	from, tokens = make([]int64, first[n]), make([]int32, first[n])
+	for k := range n {
+		p, off, r := o.Samples[2*k], o.Samples[2*k+1], at[k]
+		for remaining := seq; remaining > 0; p, off = p+1, 0 {
+			if m := min(int64(lengths[p])-off, remaining); m > 0 {
+				from[r], tokens[r] = pointers[p]+off*es, int32(m)
+				r++
+				remaining -= m
+			}
+		}
+		pause(k)
+	}
+	return first, from, tokens, nil
 }
 
 // shuffle permutes s as rand.New(src).Shuffle does, with the same draws
@@ -577,7 +636,7 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	return 0, nil
 }
 
-// megatronRuns is about how many runs copyBatch finds before it copies
+// megatronRuns is about how many runs copyBatch lists before it copies
 // them: it stops after the sample that reaches it.
 const megatronRuns = 512
 
@@ -586,8 +645,8 @@ const megatronRuns = 512
 var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 
 // copyBatch writes samples e.order.Shuffle[indices[r]] into row r of
-// dst, from the mapping: it finds the runs of samples until it has
-// megatronRuns (findRuns), then copies them, and so on. The copies, one
+// dst, from the mapping: it lists the runs of samples until it has
+// megatronRuns (listRuns), then copies them, and so on. The copies, one
 // after the other with no lookup in between, overlap their reads of the
 // .bin as a plain loop of copies does; with the lookups and their
 // branches interleaved (a sample spans one document or several) a batch
@@ -597,27 +656,11 @@ var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 // where it read (faulted). *inFile is cleared when a run ends on a zero
 // byte (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
-	// Read each sample's first entries of the tables before following
-	// any: these reads do not wait on one another, so their cache misses
-	// overlap, where findRuns waits on each in turn (it branches on the
-	// length it reads). Where the tables do not stay in the cache between
-	// batches (a 128 MB corpus), finding and copying a batch's runs took
-	// 1.34 times as long as copying them alone, and takes 1.25 times
-	// (bench/RESULTS.md, stop 30).
-	var first int64
-	for _, index := range indices {
-		if uint(index) < uint(len(e.start)) {
-			if at := int(e.start[index] >> 32); at < len(e.length) {
-				first += int64(e.length[at]) + e.pointer[at]
-			}
-		}
-	}
-	runtime.KeepAlive(first) // the reads are the point
 	list := runLists.Get().(*[]byteRun)
 	defer runLists.Put(list)
 	row := int64(len(dst) / max(len(indices), 1))
 	for r := 0; r < len(indices); {
-		runs, next, err := d.findRuns((*list)[:0], e, indices, r, row, to)
+		runs, next, err := d.listRuns((*list)[:0], e, indices, r, row, to)
 		*list = runs
 		if err == nil {
 			err = d.copyRuns(dst, e.order, indices, row, runs, to, inFile)
@@ -630,38 +673,28 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 	return nil
 }
 
-// findRuns appends to runs those of samples indices[r:], to be written
+// listRuns appends to runs those of samples indices[r:], to be written
 // from row r of dst on, until it holds megatronRuns or more; it returns
-// them and the position of the next sample. It calls nothing in its loop
-// but append and, to return one, an error's constructor: with a call
-// there (the copy of the runs so far, as it was), the compiler kept the
-// loop's variables on the stack, and finding took 1.3 to 2 times as long
-// (tables in the cache; bench/RESULTS.md, stop 30).
-func (d *MegatronDataset) findRuns(runs []byteRun, e *megatronEpoch, indices []int, r int, row int64, to *int64) ([]byteRun, int, error) {
+// them and the position of the next sample. The runs of consecutive
+// indices are consecutive in e's lists, so a batch of them reads its
+// runs in one sweep. It calls nothing in its loop but append and, to
+// return one, an error's constructor: with a call there, the compiler
+// kept the loop's variables on the stack, and finding the runs took 1.3
+// to 2 times as long (bench/RESULTS.md, stop 30).
+func (d *MegatronDataset) listRuns(runs []byteRun, e *megatronEpoch, indices []int, r int, row int64, to *int64) ([]byteRun, int, error) {
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
-	length, pointer := e.length, e.pointer[:len(e.length)]
-	seq := int64(d.cfg.SeqLength) + 1
+	from, tokens := e.from, e.tokens[:len(e.from)]
 	for ; r < len(indices) && len(runs) < megatronRuns; r++ {
 		index := indices[r]
-		if index < 0 || index >= len(e.start) {
+		if index < 0 || index >= len(e.first)-1 {
 			*to = int64(r) * row
-			return runs, r, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.start))
+			return runs, r, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.first)-1)
 		}
-		at, off := int(e.start[index]>>32), int64(uint32(e.start[index]))
-		at0 := int64(r) * row
-		for remaining := seq; remaining > 0; at, off = at+1, 0 {
-			if at >= len(length) {
-				*to = int64(r) * row
-				return runs, r, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, e.order.Shuffle[index])
-			}
-			n := min(int64(length[at])-off, remaining)
-			if n <= 0 {
-				continue
-			}
-			from := pointer[at] + off*es
-			runs = append(runs, byteRun{from, from + n*es, at0})
-			at0 += n * ow
-			remaining -= n
+		at := int64(r) * row
+		for k := e.first[index]; k < e.first[index+1]; k++ {
+			n := int64(tokens[k])
+			runs = append(runs, byteRun{from[k], from[k] + n*es, at})
+			at += n * ow
 		}
 	}
 	return runs, r, nil

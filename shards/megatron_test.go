@@ -254,42 +254,52 @@ func knownDocs() [][]int64 {
 // Sample k is tokens [k×SeqLength, k×SeqLength+SeqLength+1) of the
 // documents concatenated in the epoch's order, across as many document
 // boundaries as it takes; index i is sample Shuffle[i], each sample once.
+// Both Fill paths: widened, and copied as the file holds them (in
+// batches of consecutive indices, and shuffled by the loader).
 func TestMegatronSamplesCrossDocuments(t *testing.T) {
 	docs := knownDocs()
 	prefix := megatronDocs(t, collate.Int32, docs)
-	for _, seq := range []int{1, 2, 4, 10, 50} {
-		d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: 7, Out: collate.Int64})
-		require.NoError(t, err)
-		assert.EqualValues(t, 177, d.NumTokens())
-		assert.Equal(t, 176/seq, d.Len())
-		for _, epoch := range []int{0, 1} {
-			o, err := d.Order(epoch)
-			require.NoError(t, err)
-			var stream []int64
-			for _, doc := range o.Documents {
-				stream = append(stream, docs[doc]...)
-			}
-			rows, _ := megatronRows(t, d, engine.Config{BatchSize: 3}, epoch)
-			seen := map[int64]bool{}
-			for i, row := range rows {
-				k := o.Shuffle[i]
-				require.False(t, seen[k])
-				seen[k] = true
-				require.Equal(t, stream[k*int64(seq):k*int64(seq)+int64(seq)+1], row, "seq %d epoch %d sample %d", seq, epoch, k)
-			}
-			assert.Len(t, seen, d.Len())
-
-			// The ReadAt fallback, as on an OS without mmap, gives the same.
-			file, err := os.Open(prefix + ".bin")
-			require.NoError(t, err)
-			fb := &MegatronDataset{prefix: d.prefix, cfg: d.cfg, idx: d.idx, bin: readAtFile{file}, binSize: d.binSize,
-				ntok: d.ntok, n: d.n, schema: d.schema, epochs: map[int]*megatronEpoch{}}
-			got, _ := megatronRows(t, fb, engine.Config{BatchSize: 3, Workers: 2}, epoch)
-			assert.Equal(t, rows, got, "ReadAt fallback")
-			require.NoError(t, fb.Close())
+	for _, out := range []collate.DType{collate.Int64, collate.Int32} {
+		for _, seq := range []int{1, 2, 4, 10, 50} {
+			samplesCrossDocuments(t, prefix, docs, out, seq)
 		}
-		require.NoError(t, d.Close())
 	}
+}
+
+func samplesCrossDocuments(t *testing.T, prefix string, docs [][]int64, out collate.DType, seq int) {
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: seq, Seed: 7, Out: out})
+	require.NoError(t, err)
+	assert.EqualValues(t, 177, d.NumTokens())
+	assert.Equal(t, 176/seq, d.Len())
+	for _, epoch := range []int{0, 1} {
+		o, err := d.Order(epoch)
+		require.NoError(t, err)
+		var stream []int64
+		for _, doc := range o.Documents {
+			stream = append(stream, docs[doc]...)
+		}
+		rows, _ := megatronRows(t, d, engine.Config{BatchSize: 3}, epoch)
+		seen := map[int64]bool{}
+		for i, row := range rows {
+			k := o.Shuffle[i]
+			require.False(t, seen[k])
+			seen[k] = true
+			require.Equal(t, stream[k*int64(seq):k*int64(seq)+int64(seq)+1], row, "out %v seq %d epoch %d sample %d", out, seq, epoch, k)
+		}
+		assert.Len(t, seen, d.Len())
+		shuffled, _ := megatronRows(t, d, engine.Config{BatchSize: 4, Shuffle: true, Seed: 2, Workers: 1}, epoch)
+		assert.Equal(t, rows, shuffled, "batches of indices out of order")
+
+		// The ReadAt fallback, as on an OS without mmap, gives the same.
+		file, err := os.Open(prefix + ".bin")
+		require.NoError(t, err)
+		fb := &MegatronDataset{prefix: d.prefix, cfg: d.cfg, idx: d.idx, bin: readAtFile{file}, binSize: d.binSize,
+			ntok: d.ntok, n: d.n, schema: d.schema, epochs: map[int]*megatronEpoch{}}
+		got, _ := megatronRows(t, fb, engine.Config{BatchSize: 3, Workers: 2}, epoch)
+		assert.Equal(t, rows, got, "ReadAt fallback")
+		require.NoError(t, fb.Close())
+	}
+	require.NoError(t, d.Close())
 }
 
 // The samples are a function of MegatronConfig.Seed and the epoch:
@@ -418,7 +428,7 @@ func TestMegatronCloseStopsTheBuildAhead(t *testing.T) {
 	e := d.epochs[1]
 	d.mu.Unlock()
 	assert.ErrorContains(t, e.err, "closed")
-	assert.Nil(t, e.start, "not built")
+	assert.Nil(t, e.first, "not built")
 	d.ahead(2) // after Close: nothing starts
 	goleak.VerifyNone(t)
 }
