@@ -113,7 +113,7 @@ type MegatronOrder struct {
 // where the order's own indices take four dependent reads at random
 // (Shuffle, Samples, Documents, then the .idx's lengths and pointers)
 // and a branch a document. The build pays those reads once, ahead of the
-// epoch (use); the runs take 12 bytes each, about one a document plus
+// epoch (use); the runs take 16 bytes each, about one a document plus
 // one a sample.
 type megatronEpoch struct {
 	once  sync.Once
@@ -123,10 +123,9 @@ type megatronEpoch struct {
 	// first[i] is the first run of the sample of index i, and first[i+1]
 	// one past its last; Len()+1 entries.
 	first []int64
-	// from[r] is the byte offset in the .bin of run r, and tokens[r] its
-	// tokens: a sample's runs, in turn, fill its row.
-	from   []int64
-	tokens []int32
+	// runs are the runs of tokens of the samples, as bytes of the .bin:
+	// a sample's, in turn, fill its row (when Out is the .bin's type).
+	runs []byteSpan
 }
 
 // megatronIndex is the parsed .idx file.
@@ -398,7 +397,7 @@ func (d *MegatronDataset) build(e *megatronEpoch, epoch int) error {
 	if err != nil {
 		return err
 	}
-	e.first, e.from, e.tokens, err = d.sampleRuns(o, lengths)
+	e.first, e.runs, err = d.sampleRuns(o, lengths)
 	e.order = o
 	return err
 }
@@ -443,7 +442,7 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 // runs where its dataset index puts them, having counted them first:
 // walked in dataset order, half its time (10^6 documents, in a profile)
 // was each sample's first read, a cache miss.
-func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first, from []int64, tokens []int32, err error) {
+func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []int64, runs []byteSpan, err error) {
 	es, seq := int64(d.idx.dtype.Size()), int64(d.cfg.SeqLength)+1
 	pointers := make([]int64, len(o.Documents)) // in the epoch's order
 	for i, doc := range o.Documents {
@@ -456,7 +455,7 @@ func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first, f
 		p, off := o.Samples[2*k], o.Samples[2*k+1]
 		for remaining := seq; remaining > 0; p, off = p+1, 0 {
 			if p >= int64(len(lengths)) {
-				return nil, nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+				return nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
 			}
 			if m := min(int64(lengths[p])-off, remaining); m > 0 {
 				at[k]++
@@ -470,19 +469,19 @@ func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first, f
 		first[i+1] = first[i] + at[k]
 		at[k] = first[i]
 	}
-	from, tokens = make([]int64, first[n]), make([]int32, first[n])
+	runs = make([]byteSpan, first[n])
 	for k := range n {
 		p, off, r := o.Samples[2*k], o.Samples[2*k+1], at[k]
 		for remaining := seq; remaining > 0; p, off = p+1, 0 {
 			if m := min(int64(lengths[p])-off, remaining); m > 0 {
-				from[r], tokens[r] = pointers[p]+off*es, int32(m)
+				runs[r] = byteSpan{pointers[p] + off*es, m * es}
 				r++
 				remaining -= m
 			}
 		}
 		pause(k)
 	}
-	return first, from, tokens, nil
+	return first, runs, nil
 }
 
 // shuffle permutes s as rand.New(src).Shuffle does, with the same draws
@@ -636,7 +635,7 @@ func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int
 	return 0, nil
 }
 
-// megatronRuns is about how many runs copyBatch lists before it copies
+// megatronRuns is about how many runs copyBatch lists before it converts
 // them: it stops after the sample that reaches it.
 const megatronRuns = 512
 
@@ -645,20 +644,25 @@ const megatronRuns = 512
 var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 
 // copyBatch writes samples e.order.Shuffle[indices[r]] into row r of
-// dst, from the mapping: it lists the runs of samples until it has
-// megatronRuns (listRuns), then copies them, and so on. The copies, one
-// after the other with no lookup in between, overlap their reads of the
-// .bin as a plain loop of copies does; with the lookups and their
-// branches interleaved (a sample spans one document or several) a batch
-// took 1.4-1.5 times as long as that loop (bench/RESULTS.md, stop 28).
-// *to is where the run being converted (or the sample that failed) goes,
-// for the caller's error, or -1 while moveRuns copies: a fault there says
-// where it read (faulted). *inFile is cleared when a run ends on a zero
-// byte (endsInFile). Call it under guardMapped.
+// dst, from the mapping. Where Out is the .bin's type, it copies each
+// stretch of consecutive indices (a whole batch, with the loader's
+// Shuffle off) with one moveSpans over their runs, one after the other
+// as a plain loop of copies would, with no lookup in between; with the
+// lookups and their branches interleaved (a sample spans one document or
+// several) a batch took 1.4-1.5 times as long as that loop
+// (bench/RESULTS.md, stop 28). Otherwise it lists the runs of samples
+// until it has megatronRuns (listRuns), then converts them (copyRuns),
+// and so on. *to is where the run being converted (or the sample that
+// failed) goes, for the caller's error, or -1 while moveSpans copies: a
+// fault there says where it read (faulted). *inFile is cleared when a run
+// ends on a zero byte (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
+	row := int64(len(dst) / max(len(indices), 1))
+	if d.cfg.Out == d.idx.dtype && littleEndian {
+		return d.copySpans(dst, e, indices, row, to, inFile)
+	}
 	list := runLists.Get().(*[]byteRun)
 	defer runLists.Put(list)
-	row := int64(len(dst) / max(len(indices), 1))
 	for r := 0; r < len(indices); {
 		runs, next, err := d.listRuns((*list)[:0], e, indices, r, row, to)
 		*list = runs
@@ -673,6 +677,44 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 	return nil
 }
 
+// copySpans is copyBatch where Out is the .bin's type: a moveSpans for
+// each stretch of consecutive indices, whose runs are consecutive in e's
+// list and, in turn, fill their rows.
+func (d *MegatronDataset) copySpans(dst []byte, e *megatronEpoch, indices []int, row int64, to *int64, inFile *bool) error {
+	if want := int64(d.cfg.SeqLength+1) * int64(d.idx.dtype.Size()); row != want {
+		return fmt.Errorf("shards: Megatron: %s: rows of %d bytes, want %d", d.prefix, row, want)
+	}
+	n := len(e.first) - 1
+	for r := 0; r < len(indices); {
+		j := r // the stretch is indices[r:j+1]
+		for j+1 < len(indices) && indices[j+1] == indices[j]+1 {
+			j++
+		}
+		if indices[r] < 0 || indices[j] >= n {
+			bad := r // the first out of range
+			if indices[r] >= 0 {
+				bad += max(0, n-indices[r])
+			}
+			*to = int64(bad) * row
+			return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, indices[bad], n)
+		}
+		runs := e.runs[e.first[indices[r]]:e.first[indices[j]+1]]
+		out := dst[int64(r)*row : int64(j+1)*row]
+		*to = -1
+		if moveSpans(out, d.all, runs) { // a run ended on zeros: look closer
+			at := int64(0)
+			for _, s := range runs {
+				at += s.n
+				if out[at-1] == 0 && !endsInFile(d.all, s.from+s.n) {
+					*inFile = false
+				}
+			}
+		}
+		r = j + 1
+	}
+	return nil
+}
+
 // listRuns appends to runs those of samples indices[r:], to be written
 // from row r of dst on, until it holds megatronRuns or more; it returns
 // them and the position of the next sample. The runs of consecutive
@@ -683,7 +725,6 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 // to 2 times as long (bench/RESULTS.md, stop 30).
 func (d *MegatronDataset) listRuns(runs []byteRun, e *megatronEpoch, indices []int, r int, row int64, to *int64) ([]byteRun, int, error) {
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
-	from, tokens := e.from, e.tokens[:len(e.from)]
 	for ; r < len(indices) && len(runs) < megatronRuns; r++ {
 		index := indices[r]
 		if index < 0 || index >= len(e.first)-1 {
@@ -691,32 +732,20 @@ func (d *MegatronDataset) listRuns(runs []byteRun, e *megatronEpoch, indices []i
 			return runs, r, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.first)-1)
 		}
 		at := int64(r) * row
-		for k := e.first[index]; k < e.first[index+1]; k++ {
-			n := int64(tokens[k])
-			runs = append(runs, byteRun{from[k], from[k] + n*es, at})
-			at += n * ow
+		for _, s := range e.runs[e.first[index]:e.first[index+1]] {
+			runs = append(runs, byteRun{s.from, s.from + s.n, at})
+			at += s.n / es * ow
 		}
 	}
 	return runs, r, nil
 }
 
-// copyRuns copies the runs that copyBatch found (converting them to Out),
-// then checks that each ended inside the file: the last byte it read is
-// not zero, or endsInFile says so.
+// copyRuns converts the runs that listRuns found to Out, then checks
+// that each ended inside the file (endsInFile).
 func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []byteRun, to *int64, inFile *bool) error {
 	all := d.all
-	if d.cfg.Out == d.idx.dtype && littleEndian {
-		*to = -1
-		moveRuns(dst, all, runs)
-		for _, r := range runs {
-			if dst[r.to+r.end-r.from-1] == 0 && !endsInFile(all, r.end) { // the byte as copied: in cache
-				*inFile = false
-			}
-		}
-		return nil
-	}
 	// Read each run's first byte before converting any, so that their
-	// cache misses overlap, as moveRuns' prefetches do on the copying path.
+	// cache misses overlap, as moveSpans' prefetches do on the copying path.
 	*to = -1
 	var heads byte
 	for _, r := range runs {

@@ -123,7 +123,7 @@ func BenchmarkMegatronSampleIndex(b *testing.B) {
 			ours = append(ours, time.Since(start))
 			require.NoError(b, err)
 			start = time.Now()
-			_, _, _, err = d.sampleRuns(o, lengths)
+			_, _, err = d.sampleRuns(o, lengths)
 			runs = append(runs, time.Since(start))
 			require.NoError(b, err)
 		}

@@ -831,3 +831,36 @@ func megatronWindows(b *testing.B, prefix string, workers int) {
 	b.ReportMetric(float64(times[2].Nanoseconds())/float64(b.N), "moveruns-ns/batch")
 	b.ReportMetric(times[2].Seconds()/times[0].Seconds(), "x-moveruns")
 }
+
+// An index out of range is an error naming it, at its position in the
+// batch, on both Fill paths, whether it follows its neighbours or not.
+func TestMegatronIndexOutOfRange(t *testing.T) {
+	prefix := megatronDocs(t, collate.Int32, knownDocs())
+	for _, out := range []collate.DType{collate.Int32, collate.Int64} {
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Seed: 1, Out: out})
+		require.NoError(t, err)
+		e, err := d.use(0)
+		require.NoError(t, err)
+		n := d.Len()
+		for _, c := range []struct {
+			indices []int
+			at      int
+		}{
+			{[]int{0, 1, n, n + 1}, 2},
+			{[]int{n - 2, n - 1, n}, 2},
+			{[]int{-1, 0}, 0},
+			{[]int{3, -1}, 1},
+			{[]int{5, 2, n + 7}, 2},
+		} {
+			dst := make([]byte, len(c.indices)*5*out.Size())
+			at, err := d.fill(dst, e, c.indices)
+			assert.ErrorContains(t, err, fmt.Sprintf("index %d, want [0, %d)", c.indices[c.at], n), "out %v %v", out, c.indices)
+			assert.Equal(t, c.at, at, "out %v %v", out, c.indices)
+		}
+		if out == collate.Int32 { // and a buffer whose rows are not a sample's
+			_, err := d.fill(make([]byte, 2*19), e, []int{0, 1})
+			assert.ErrorContains(t, err, "rows of 19 bytes, want 20")
+		}
+		require.NoError(t, d.Close())
+	}
+}

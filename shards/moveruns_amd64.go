@@ -1,13 +1,19 @@
 package shards
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
 
-// haveMoveRuns says whether moveRunsAVX2 can run here.
+	"golang.org/x/sys/cpu"
+)
+
+// haveMoveRuns says whether moveAVX2 can run here.
 var haveMoveRuns = cpu.X86.HasAVX2
 
-// moveRunsAVX2 copies n runs, each end-from bytes from src+from to
-// dst+to; the runs are in bounds and their source and destination do not
-// overlap.
+// moveAVX2 copies n byteRuns (each end-from bytes from src+from to
+// dst+to), or with spans n spans (each bytes from src+from to where the
+// one before ended, the first to dst) and reports whether the last byte
+// of one is zero. The runs are in bounds, and their source and
+// destination do not overlap.
 //
 //go:noescape
-func moveRunsAVX2(dst, src *byte, runs *byteRun, n int)
+func moveAVX2(dst, src *byte, runs unsafe.Pointer, n int, spans bool) (zeroEnd bool)

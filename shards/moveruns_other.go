@@ -2,6 +2,8 @@
 
 package shards
 
+import "unsafe"
+
 var haveMoveRuns = false
 
-func moveRunsAVX2(dst, src *byte, runs *byteRun, n int) { panic("unreachable") }
+func moveAVX2(dst, src *byte, runs unsafe.Pointer, n int, spans bool) bool { panic("unreachable") }

@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -69,6 +70,74 @@ func TestMoveRunsChecksBounds(t *testing.T) {
 	if haveMoveRuns {
 		assert.Equal(t, make([]byte, 100), dst, "the runs are checked before any is copied")
 	}
+}
+
+// moveSpans writes what a loop of copy writes, one span after the
+// other, and nothing past them; it reports a span that ends on a zero
+// byte, and none where none does.
+func TestMoveSpansIsCopy(t *testing.T) {
+	src := make([]byte, 1<<16)
+	for i := range src {
+		src[i] = byte(i*7+i>>8) | 1 // no zero byte
+	}
+	src[1000] = 0
+	rng := rand.New(rand.NewPCG(3, 4))
+	var spans []byteSpan
+	for n := int64(1); n <= 300; n++ {
+		spans = append(spans, byteSpan{rng.Int64N(int64(len(src)) - n), n})
+	}
+	for n := int64(1); n <= 64; n++ { // the short moves, at every alignment of the destination
+		for range 32 {
+			spans = append(spans, byteSpan{rng.Int64N(int64(len(src)) - n), n})
+		}
+	}
+	for range 200 {
+		n := 1 + rng.Int64N(4096)
+		spans = append(spans, byteSpan{rng.Int64N(int64(len(src)) - n), n})
+	}
+	for i := range spans { // none ends on the zero byte
+		if s := spans[i]; s.from+s.n == 1001 {
+			spans[i].n--
+		}
+	}
+	for _, asm := range []bool{true, false} {
+		t.Run(fmt.Sprint("asm=", asm && haveMoveRuns), func(t *testing.T) {
+			defer func(have bool) { haveMoveRuns = have }(haveMoveRuns)
+			haveMoveRuns = haveMoveRuns && asm
+			for _, zero := range []int{-1, 0, 7, len(spans) - 1} { // the span that ends on the zero byte
+				in := append([]byteSpan(nil), spans...)
+				if zero >= 0 {
+					in[zero] = byteSpan{1001 - in[zero].n, in[zero].n}
+				}
+				var want []byte
+				for _, s := range in {
+					want = append(want, src[s.from:s.from+s.n]...)
+				}
+				dst := make([]byte, len(want)+64)
+				for i := range dst {
+					dst[i] = 0xA5
+				}
+				zeroEnd := moveSpans(dst, src, in)
+				require.Equal(t, want, dst[:len(want)])
+				require.Equal(t, bytes.Repeat([]byte{0xA5}, 64), dst[len(want):], "past the spans")
+				assert.Equal(t, zero >= 0, zeroEnd, "span %d ends on a zero", zero)
+			}
+			assert.False(t, moveSpans(nil, src, nil))
+		})
+	}
+}
+
+// A span that is empty, or outside the source, or spans more bytes than
+// the destination holds, panic, and nothing is copied.
+func TestMoveSpansChecksBounds(t *testing.T) {
+	src, dst := make([]byte, 100), make([]byte, 100)
+	for i := range src {
+		src[i] = 1
+	}
+	for _, in := range [][]byteSpan{{{-1, 10}}, {{95, 6}}, {{0, 0}}, {{10, -1}}, {{0, 60}, {0, 41}}} {
+		assert.Panics(t, func() { moveSpans(dst, src, append([]byteSpan{{0, 10}}, in...)) }, "%+v", in)
+	}
+	assert.Equal(t, make([]byte, 100), dst, "the spans are checked before any is copied")
 }
 
 // BenchmarkMoveRuns copies batches of runs like a Megatron batch's (32

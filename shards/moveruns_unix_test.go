@@ -38,4 +38,18 @@ func TestMoveRunsReadsOnlyTheRuns(t *testing.T) {
 	for _, r := range runs {
 		assert.Equal(t, want[r.from-int64(page):r.end-int64(page)], dst[r.to:r.to+r.end-r.from])
 	}
+	// moveSpans, on the same runs as spans
+	spans := make([]byteSpan, 0, len(runs))
+	for _, r := range runs {
+		if r.end > r.from {
+			spans = append(spans, byteSpan{r.from, r.end - r.from})
+		}
+	}
+	clear(dst)
+	assert.NotPanics(t, func() { moveSpans(dst, src, spans) })
+	at := int64(0)
+	for _, s := range spans {
+		assert.Equal(t, want[s.from-int64(page):s.from+s.n-int64(page)], dst[at:at+s.n])
+		at += s.n
+	}
 }
