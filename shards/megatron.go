@@ -416,10 +416,12 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 		return MegatronOrder{}, nil, err
 	}
 	lengths := make([]int32, len(docs)) // in the epoch's order
-	for i, doc := range docs {
-		lengths[i] = d.idx.lengths[doc]
-		pause(i)
-	}
+	inChunks(len(docs), func(lo, hi int) {
+		for i, doc := range docs[lo:hi] {
+			lengths[lo+i] = d.idx.lengths[doc]
+			pause(i)
+		}
+	})
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
 		return MegatronOrder{}, nil, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
@@ -441,28 +443,38 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 // reads of the documents follow that order, and writes each sample's
 // runs where its dataset index puts them, having counted them first:
 // walked in dataset order, half its time (10^6 documents, in a profile)
-// was each sample's first read, a cache miss.
+// was each sample's first read, a cache miss. Its passes run in chunks
+// (inChunks).
 func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []int64, runs []byteSpan, err error) {
 	es, seq := int64(d.idx.dtype.Size()), int64(d.cfg.SeqLength)+1
 	pointers := make([]int64, len(o.Documents)) // in the epoch's order
-	for i, doc := range o.Documents {
-		pointers[i] = d.idx.pointers[doc]
-		pause(i)
-	}
+	inChunks(len(o.Documents), func(lo, hi int) {
+		for i, doc := range o.Documents[lo:hi] {
+			pointers[lo+i] = d.idx.pointers[doc]
+			pause(i)
+		}
+	})
 	n := len(o.Shuffle)
 	at := make([]int64, n) // sample k's runs: counted, then where they go
-	for k := range n {
-		p, off := o.Samples[2*k], o.Samples[2*k+1]
-		for remaining := seq; remaining > 0; p, off = p+1, 0 {
-			if p >= int64(len(lengths)) {
-				return nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+	var past atomic.Int64  // 1 + a sample that runs past the last document
+	inChunks(n, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			p, off := o.Samples[2*k], o.Samples[2*k+1]
+			for remaining := seq; remaining > 0; p, off = p+1, 0 {
+				if p >= int64(len(lengths)) {
+					past.CompareAndSwap(0, int64(k)+1)
+					return
+				}
+				if m := min(int64(lengths[p])-off, remaining); m > 0 {
+					at[k]++
+					remaining -= m
+				}
 			}
-			if m := min(int64(lengths[p])-off, remaining); m > 0 {
-				at[k]++
-				remaining -= m
-			}
+			pause(k)
 		}
-		pause(k)
+	})
+	if k := past.Load(); k > 0 {
+		return nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k-1)
 	}
 	first = make([]int64, n+1)
 	for i, k := range o.Shuffle {
@@ -470,18 +482,48 @@ func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []
 		at[k] = first[i]
 	}
 	runs = make([]byteSpan, first[n])
-	for k := range n {
-		p, off, r := o.Samples[2*k], o.Samples[2*k+1], at[k]
-		for remaining := seq; remaining > 0; p, off = p+1, 0 {
-			if m := min(int64(lengths[p])-off, remaining); m > 0 {
-				runs[r] = byteSpan{pointers[p] + off*es, m * es}
-				r++
-				remaining -= m
+	inChunks(n, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			p, off, r := o.Samples[2*k], o.Samples[2*k+1], at[k]
+			for remaining := seq; remaining > 0; p, off = p+1, 0 {
+				if m := min(int64(lengths[p])-off, remaining); m > 0 {
+					runs[r] = byteSpan{pointers[p] + off*es, m * es}
+					r++
+					remaining -= m
+				}
 			}
+			pause(k)
 		}
-		pause(k)
-	}
+	})
 	return first, runs, nil
+}
+
+// inChunks calls f on chunks of [0, n) that cover it, on up to 8
+// goroutines, but one fewer than GOMAXPROCS: an epoch's build runs
+// beside the loader, and leaves it a P. On a 16-core Xeon, corpora of
+// short documents made a loader wait for the next epoch's build at each
+// epoch's start (bench/RESULTS.md, stop 31).
+func inChunks(n int, f func(lo, hi int)) {
+	const chunk = 1 << 16
+	g := min(runtime.GOMAXPROCS(0)-1, 8, (n+chunk-1)/chunk)
+	if g <= 1 {
+		f(0, n)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(chunk)) - chunk
+				if lo >= n {
+					return
+				}
+				f(lo, min(lo+chunk, n))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // shuffle permutes s as rand.New(src).Shuffle does, with the same draws
