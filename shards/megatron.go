@@ -693,7 +693,7 @@ var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 // lookups and their branches interleaved (a sample spans one document or
 // several) a batch took 1.4-1.5 times as long as that loop
 // (bench/RESULTS.md, stop 28). Otherwise it lists the runs of samples
-// until it has megatronRuns (listRuns), then converts them (copyRuns),
+// until it has megatronRuns (listRuns), then converts them (convertRuns),
 // and so on. *to is where the run being converted (or the sample that
 // failed) goes, for the caller's error, or -1 while moveSpans copies: a
 // fault there says where it read (faulted). *inFile is cleared when a run
@@ -709,7 +709,7 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 		runs, next, err := d.listRuns((*list)[:0], e, indices, r, row, to)
 		*list = runs
 		if err == nil {
-			err = d.copyRuns(dst, e.order, indices, row, runs, to, inFile)
+			err = d.convertRuns(dst, e.order, indices, row, runs, to, inFile)
 		}
 		if err != nil {
 			return err
@@ -723,7 +723,7 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 // each stretch of consecutive indices, whose runs are consecutive in e's
 // list and, in turn, fill their rows.
 func (d *MegatronDataset) copySpans(dst []byte, e *megatronEpoch, indices []int, row int64, to *int64, inFile *bool) error {
-	if want := int64(d.cfg.SeqLength+1) * int64(d.idx.dtype.Size()); row != want {
+	if want := int64(d.cfg.SeqLength+1) * int64(d.idx.dtype.Size()); len(indices) > 0 && row != want {
 		return fmt.Errorf("shards: Megatron: %s: rows of %d bytes, want %d", d.prefix, row, want)
 	}
 	n := len(e.first) - 1
@@ -782,9 +782,9 @@ func (d *MegatronDataset) listRuns(runs []byteRun, e *megatronEpoch, indices []i
 	return runs, r, nil
 }
 
-// copyRuns converts the runs that listRuns found to Out, then checks
+// convertRuns converts the runs that listRuns found to Out, then checks
 // that each ended inside the file (endsInFile).
-func (d *MegatronDataset) copyRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []byteRun, to *int64, inFile *bool) error {
+func (d *MegatronDataset) convertRuns(dst []byte, o MegatronOrder, indices []int, row int64, runs []byteRun, to *int64, inFile *bool) error {
 	all := d.all
 	// Read each run's first byte before converting any, so that their
 	// cache misses overlap, as moveSpans' prefetches do on the copying path.
