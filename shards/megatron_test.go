@@ -640,7 +640,7 @@ func TestMegatronCorruptFiles(t *testing.T) {
 
 // A .bin cut short while mapped is an error naming the file and a
 // sample that reads past the cut, never a SIGBUS: whether the tokens are
-// converted (Out Int64) or copied as they are (moveRuns).
+// converted (Out Int64) or copied as they are (moveSpans).
 func TestMegatronBinCutWhileMapped(t *testing.T) {
 	docs := make([][]int64, 64)
 	for i := range docs {
@@ -734,8 +734,9 @@ func FuzzMegatronIndex(f *testing.F) {
 // (uint16 tokens, SeqLength 1024, batch 32; no SkipZeroing, which a
 // Megatron dataset needs not: it writes every byte) through the loader and, epoch by epoch in turn, writes the same
 // bytes for the same samples into one batch buffer with two plain loops
-// over their runs of a document's tokens: copy (one memmove a run), and
-// moveRuns, the loader's own copy (bench/RESULTS.md, stop 29). The runs
+// over their runs of a document's tokens, a batch at a time: copy (one
+// memmove a run), and moveSpans, the loader's own copy (bench/RESULTS.md,
+// stop 29; the metrics keep the name it had then, moveRuns). The runs
 // are precomputed for every epoch before the timer starts, from a second
 // dataset over the same files (so the loader still builds each epoch's
 // order itself, and none of that bookkeeping's garbage is collected while
@@ -791,30 +792,44 @@ func megatronWindows(b *testing.B, prefix string, workers int) {
 	defer l.Close()
 	dst := make([]byte, batch*w)
 	per := (d.Len() + batch - 1) / batch // batches an epoch
-	var epochs [][]byteRun
+	// each epoch's runs, and where each batch's start: batch k is
+	// runs[e][starts[e][k]:starts[e][k+1]]
+	var runs [][]byteSpan
+	var starts [][]int
 	for n, e := 0, 0; n < b.N; n, e = n+per, e+1 {
 		o, err := peer.Order(e)
 		require.NoError(b, err)
-		var runs []byteRun
+		var rs []byteSpan
+		var st []int
 		for i := range min((b.N-n)*batch, len(o.Shuffle)) {
-			row := int64(i%batch) * int64(w)
-			require.NoError(b, peer.pieces(o, i, func(_ int32, _, n, from, to int64) error {
-				runs = append(runs, byteRun{from, from + 2*n, row + to})
+			if i%batch == 0 {
+				st = append(st, len(rs))
+			}
+			require.NoError(b, peer.pieces(o, i, func(_ int32, _, n, from, _ int64) error {
+				rs = append(rs, byteSpan{from, 2 * n})
 				return nil
 			}))
 		}
-		epochs = append(epochs, runs)
+		runs, starts = append(runs, rs), append(starts, append(st, len(rs)))
 	}
 	runtime.GC()
-	var times [3]time.Duration // loader, copy, moveRuns
+	var times [3]time.Duration // loader, copy, moveSpans
 	sides := [3]func(e, m int){
 		func(e, m int) { loadBatches(b, l, e, m) },
 		func(e, _ int) {
-			for _, r := range epochs[e] {
-				copy(dst[r.to:r.to+r.end-r.from], d.all[r.from:r.end])
+			for k := range len(starts[e]) - 1 {
+				to := int64(0)
+				for _, s := range runs[e][starts[e][k]:starts[e][k+1]] {
+					copy(dst[to:to+s.n], d.all[s.from:s.from+s.n])
+					to += s.n
+				}
 			}
 		},
-		func(e, _ int) { moveRuns(dst, d.all, epochs[e]) },
+		func(e, _ int) {
+			for k := range len(starts[e]) - 1 {
+				moveSpans(dst, d.all, runs[e][starts[e][k]:starts[e][k+1]])
+			}
+		},
 	}
 	b.SetBytes(int64(batch * w))
 	b.ResetTimer()

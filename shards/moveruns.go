@@ -5,7 +5,7 @@ import (
 	"unsafe"
 )
 
-// byteRun is a run of bytes to copy: src[from:end] to dst[to:]. In a
+// byteRun is a run of bytes to convert: src[from:end] to dst[to:]. In a
 // Megatron batch being converted, one run of a sample's tokens from one
 // document of the .bin. It is kept to 24 bytes: with two int32 more (the
 // document, the row) the copies of a batch took about a fifth longer (AMD
@@ -13,50 +13,34 @@ import (
 // those again.
 type byteRun struct{ from, end, to int64 }
 
-// moveRuns copies each run's bytes src[from:end] to dst[to:], as a loop of
-// copy would. On amd64 with AVX2 one assembly loop does them all
-// (moveruns_amd64.s), 32 bytes at a time with the stores aligned; Go's
-// copy moves 256 to 2048 bytes, the size of most runs, 16 bytes at a time
-// with unaligned stores. On a Megatron batch's runs moveRuns takes 0.7 to
-// 0.85 of copy's time, whether the source is in the cache or not
-// (BenchmarkMoveRuns; bench/RESULTS.md, stop 29). It also prefetches the
-// first line of the run 8 runs on, so that the cache misses of runs
-// scattered over the source overlap, where a loop of copies meets each in
-// turn; with that, a batch of short runs (documents of 1 to 64 tokens)
-// takes 0.36 of copy's time, and one of long runs from a 128 MB corpus
-// 0.73 (stop 30). Its reads fault as
-// copy's do, so guardMapped turns a read past a cut file into an error
-// either way; that is why it is Go assembly here and not a kernel of
-// internal/csrc, where a fault in C code would end the process.
-func moveRuns(dst, src []byte, runs []byteRun) {
-	if !haveMoveRuns || len(runs) == 0 {
-		for _, r := range runs {
-			copy(dst[r.to:r.to+r.end-r.from], src[r.from:r.end])
-		}
-		return
-	}
-	for _, r := range runs { // the bounds copy would check
-		if r.from < 0 || r.from > r.end || r.end > int64(len(src)) || r.to < 0 || r.to > int64(len(dst))-(r.end-r.from) {
-			panic(fmt.Sprintf("shards: run of bytes [%d, %d) to %d: outside the source (%d bytes) or the destination (%d bytes)", r.from, r.end, r.to, len(src), len(dst)))
-		}
-	}
-	moveAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), unsafe.Pointer(&runs[0]), len(runs), false)
-}
-
 // byteSpan is a run of bytes to copy where the one before it ended:
 // src[from:from+n]. A Megatron epoch lists its samples' runs of tokens so
 // (megatronEpoch), and a batch of consecutive indices copies them with
 // one moveSpans, with no list of byteRuns to make first: on documents of
-// 1 to 64 tokens a batch's fill took 1.10-1.13 times the time of
-// moveRuns over precomputed runs with that list, and 1.03 without it
-// (bench/RESULTS.md, stop 31).
+// 1 to 64 tokens a batch's fill took 1.10-1.13 times the time of the
+// assembly loop over precomputed runs with that list, and 1.03 without
+// it (bench/RESULTS.md, stop 31).
 type byteSpan struct{ from, n int64 }
 
 // moveSpans copies the spans' bytes one after the other into dst from its
-// start, as a loop of copy would (with moveRuns' assembly loop where it
-// has it, prefetches included), and reports whether the last byte of one
-// is zero (endsInFile). A span of no bytes, or one outside src, or more
-// bytes than dst holds, panic before anything is copied.
+// start, as a loop of copy would, and reports whether the last byte of
+// one is zero (endsInFile). A span of no bytes, or one outside src, or
+// more bytes than dst holds, panic before anything is copied.
+//
+// On amd64 with AVX2 one assembly loop does them all (moveruns_amd64.s),
+// 32 bytes at a time with the stores aligned; Go's copy moves 256 to 2048
+// bytes, the size of most runs, 16 bytes at a time with unaligned stores.
+// On a Megatron batch's runs the loop takes 0.7 to 0.85 of copy's time,
+// whether the source is in the cache or not (BenchmarkMoveSpans;
+// bench/RESULTS.md, stop 29, as moveRuns). It also prefetches the first
+// line of the span 8 spans on, so that the cache misses of spans
+// scattered over the source overlap, where a loop of copies meets each
+// in turn; with that, a batch of short runs (documents of 1 to 64 tokens)
+// takes 0.36 of copy's time, and one of long runs from a 128 MB corpus
+// 0.73 (stop 30). Its reads fault as copy's do, so guardMapped turns a
+// read past a cut file into an error either way; that is why it is Go
+// assembly here and not a kernel of internal/csrc, where a fault in C code
+// would end the process.
 func moveSpans(dst, src []byte, spans []byteSpan) (zeroEnd bool) {
 	var total int64
 	for _, s := range spans { // the bounds copy would check
@@ -68,7 +52,7 @@ func moveSpans(dst, src []byte, spans []byteSpan) (zeroEnd bool) {
 	if total > int64(len(dst)) {
 		panic(fmt.Sprintf("shards: spans of %d bytes into %d", total, len(dst)))
 	}
-	if !haveMoveRuns || len(spans) == 0 {
+	if !haveMoveSpans || len(spans) == 0 {
 		to := int64(0)
 		for _, s := range spans {
 			copy(dst[to:to+s.n], src[s.from:s.from+s.n])
@@ -77,5 +61,5 @@ func moveSpans(dst, src []byte, spans []byteSpan) (zeroEnd bool) {
 		}
 		return zeroEnd
 	}
-	return moveAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), unsafe.Pointer(&spans[0]), len(spans), true)
+	return moveSpansAVX2(unsafe.SliceData(dst), unsafe.SliceData(src), &spans[0], len(spans))
 }

@@ -2,34 +2,27 @@
 
 #define prefetchRuns 8
 
-// func moveAVX2(dst, src *byte, runs unsafe.Pointer, n int, spans bool) (zeroEnd bool)
+// func moveSpansAVX2(dst, src *byte, spans *byteSpan, n int) (zeroEnd bool)
 //
-// Without spans, runs points to n byteRuns, each three int64: from, end,
-// to; run i is copied from src+from to dst+to. With spans, it points to
-// n spans, each two int64: from, bytes; span i is copied from src+from to
+// Each span is two int64: from, bytes. Span i is copied from src+from to
 // where span i-1 ended (span 0 to dst), and zeroEnd reports whether the
-// last byte of some span is zero. A run of 32 bytes or more is copied as
+// last byte of some span is zero. A span of 32 bytes or more is copied as
 // its first 32 bytes, then 128- and 32-byte blocks stored at dst's
 // 32-byte boundaries, then its last 32 bytes (overlapping what the blocks
 // wrote, with the same bytes); a shorter one as two moves of 16, 8, 4 or
 // 2 bytes that overlap, or one byte. No move reads or writes outside its
-// run (a prefetch may name any address: it never faults).
-TEXT ·moveAVX2(SB), NOSPLIT, $0-41
+// span (a prefetch may name any address: it never faults).
+TEXT ·moveSpansAVX2(SB), NOSPLIT, $0-33
 	MOVQ dst+0(FP), R10
 	MOVQ src+8(FP), R11
-	MOVQ runs+16(FP), R12
+	MOVQ spans+16(FP), R12
 	MOVQ n+24(FP), R13
-	MOVB $0, zeroEnd+40(FP)
-	MOVQ $24, BX            // the size of a run: a byteRun's, or a span's
-	CMPB spans+32(FP), $0
-	JEQ  prefetch
-	MOVQ $16, BX
+	MOVB $0, zeroEnd+32(FP)
 
-	// Prefetch the first line of the first runs' sources, then, at each
-	// run, that of the run prefetchRuns on: the runs are scattered over
+	// Prefetch the first line of the first spans' sources, then, at each
+	// span, that of the span prefetchRuns on: the spans are scattered over
 	// the source, and a loop of copies otherwise waits for each one's
 	// first line in turn.
-prefetch:
 	MOVQ R13, DX
 	CMPQ DX, $prefetchRuns
 	JLE  first
@@ -40,42 +33,17 @@ first:
 
 firstLoop:
 	TESTQ      DX, DX
-	JZ         start
+	JZ         nextSpan
 	MOVQ       0(R9), AX
 	PREFETCHT0 (R11)(AX*1)
-	ADDQ       BX, R9
+	ADDQ       $16, R9
 	DECQ       DX
 	JMP        firstLoop
 
-start:
-	CMPB spans+32(FP), $0
-	JNE  nextSpan
-
-next:
-	CMPB spans+32(FP), $0
-	JNE  spanDone
-	TESTQ R13, R13
-	JZ   end
-	CMPQ R13, $prefetchRuns
-	JLE  copyRun
-	MOVQ prefetchRuns*24(R12), AX
-	PREFETCHT0 (R11)(AX*1)
-
-copyRun:
-	MOVQ 0(R12), SI
-	MOVQ 8(R12), CX
-	SUBQ SI, CX              // bytes
-	ADDQ R11, SI             // src + from
-	MOVQ 16(R12), DI
-	ADDQ R10, DI             // dst + to
-	ADDQ $24, R12
-	DECQ R13
-	JMP  move
-
-spanDone: // the span just copied ended at R10
+next: // the span just copied ended at R10
 	CMPB -1(R10), $0
 	JNE  nextSpan
-	MOVB $1, zeroEnd+40(FP)
+	MOVB $1, zeroEnd+32(FP)
 
 nextSpan:
 	TESTQ R13, R13

@@ -2,8 +2,6 @@
 
 package shards
 
-import "unsafe"
+var haveMoveSpans = false
 
-var haveMoveRuns = false
-
-func moveAVX2(dst, src *byte, runs unsafe.Pointer, n int, spans bool) bool { panic("unreachable") }
+func moveSpansAVX2(dst, src *byte, spans *byteSpan, n int) bool { panic("unreachable") }

@@ -10,68 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// moveRuns writes what a loop of copy writes, and nothing else: runs of
-// every length around the block sizes, at every alignment of source and
-// destination, with and without the assembly loop.
-func TestMoveRunsIsCopy(t *testing.T) {
-	src := make([]byte, 1<<16)
-	for i := range src {
-		src[i] = byte(i*7 + i>>8)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var runs []byteRun
-	to := int64(3)
-	for n := int64(0); n <= 300; n++ {
-		from := rng.Int64N(int64(len(src)) - n)
-		runs = append(runs, byteRun{from, from + n, to})
-		to += n + rng.Int64N(3)
-	}
-	for n := int64(0); n <= 64; n++ { // the short moves, at every alignment of the destination
-		for range 32 {
-			from := rng.Int64N(int64(len(src)) - n)
-			runs = append(runs, byteRun{from, from + n, to})
-			to += n + 1
-		}
-	}
-	for range 200 {
-		n := rng.Int64N(4096)
-		from := rng.Int64N(int64(len(src)) - n)
-		runs = append(runs, byteRun{from, from + n, to})
-		to += n + rng.Int64N(40)
-	}
-	want := make([]byte, to+64)
-	for i := range want {
-		want[i] = 0xA5
-	}
-	got := append([]byte(nil), want...)
-	for _, r := range runs {
-		copy(want[r.to:r.to+r.end-r.from], src[r.from:r.end])
-	}
-	for _, asm := range []bool{true, false} {
-		t.Run(fmt.Sprint("asm=", asm && haveMoveRuns), func(t *testing.T) {
-			defer func(have bool) { haveMoveRuns = have }(haveMoveRuns)
-			haveMoveRuns = haveMoveRuns && asm
-			dst := append([]byte(nil), got...)
-			moveRuns(dst, src, runs)
-			require.Equal(t, want, dst)
-			moveRuns(dst, src, nil)
-			require.Equal(t, want, dst)
-		})
-	}
-}
-
-// A run outside either buffer panics, as copy's slicing would, and
-// writes nothing.
-func TestMoveRunsChecksBounds(t *testing.T) {
-	src, dst := make([]byte, 100), make([]byte, 100)
-	for _, r := range []byteRun{{-1, 10, 0}, {90, 101, 0}, {20, 10, 0}, {0, 50, 60}, {0, 10, -1}} {
-		assert.Panics(t, func() { moveRuns(dst, src, []byteRun{{0, 40, 0}, r}) }, "%+v", r)
-	}
-	if haveMoveRuns {
-		assert.Equal(t, make([]byte, 100), dst, "the runs are checked before any is copied")
-	}
-}
-
 // moveSpans writes what a loop of copy writes, one span after the
 // other, and nothing past them; it reports a span that ends on a zero
 // byte, and none where none does.
@@ -101,9 +39,9 @@ func TestMoveSpansIsCopy(t *testing.T) {
 		}
 	}
 	for _, asm := range []bool{true, false} {
-		t.Run(fmt.Sprint("asm=", asm && haveMoveRuns), func(t *testing.T) {
-			defer func(have bool) { haveMoveRuns = have }(haveMoveRuns)
-			haveMoveRuns = haveMoveRuns && asm
+		t.Run(fmt.Sprint("asm=", asm && haveMoveSpans), func(t *testing.T) {
+			defer func(have bool) { haveMoveSpans = have }(haveMoveSpans)
+			haveMoveSpans = haveMoveSpans && asm
 			for _, zero := range []int{-1, 0, 7, len(spans) - 1} { // the span that ends on the zero byte
 				in := append([]byteSpan(nil), spans...)
 				if zero >= 0 {
@@ -140,11 +78,11 @@ func TestMoveSpansChecksBounds(t *testing.T) {
 	assert.Equal(t, make([]byte, 100), dst, "the spans are checked before any is copied")
 }
 
-// BenchmarkMoveRuns copies batches of runs like a Megatron batch's (32
+// BenchmarkMoveSpans copies batches of runs like a Megatron batch's (32
 // rows of 2050 bytes, each one to three runs of 100 to 2000 bytes from
-// random even offsets) with moveRuns and with a loop of copy, from a
+// random even offsets) with moveSpans and with a loop of copy, from a
 // source that fits in the cache and from one that does not.
-func BenchmarkMoveRuns(b *testing.B) {
+func BenchmarkMoveSpans(b *testing.B) {
 	for _, size := range []int{64 << 10, 256 << 20} {
 		src := make([]byte, size)
 		for i := range src {
@@ -152,36 +90,36 @@ func BenchmarkMoveRuns(b *testing.B) {
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		const rows, row = 32, 2050
-		var batches [][]byteRun
+		var batches [][]byteSpan
 		for range 64 {
-			var runs []byteRun
-			for r := range rows {
-				to, left := int64(r*row), int64(row)
-				for left > 0 {
+			var spans []byteSpan
+			for range rows {
+				for left := int64(row); left > 0; {
 					n := min(left, 2*(50+rng.Int64N(950)))
-					from := 2 * rng.Int64N(int64(size/2)-n)
-					runs = append(runs, byteRun{from, from + n, to})
-					to, left = to+n, left-n
+					spans = append(spans, byteSpan{2 * rng.Int64N(int64(size/2)-n), n})
+					left -= n
 				}
 			}
-			batches = append(batches, runs)
+			batches = append(batches, spans)
 		}
 		dst := make([]byte, rows*row)
 		for _, asm := range []bool{false, true} {
-			if asm && !haveMoveRuns {
+			if asm && !haveMoveSpans {
 				continue
 			}
-			name := map[bool]string{false: "copy", true: "moveRuns"}[asm]
+			name := map[bool]string{false: "copy", true: "moveSpans"}[asm]
 			b.Run(fmt.Sprintf("src=%dKiB/%s", size>>10, name), func(b *testing.B) {
 				b.SetBytes(rows * row)
 				k := 0
 				for b.Loop() {
-					runs := batches[k%len(batches)]
+					spans := batches[k%len(batches)]
 					if asm {
-						moveRuns(dst, src, runs)
+						moveSpans(dst, src, spans)
 					} else {
-						for _, r := range runs {
-							copy(dst[r.to:r.to+r.end-r.from], src[r.from:r.end])
+						to := int64(0)
+						for _, s := range spans {
+							copy(dst[to:to+s.n], src[s.from:s.from+s.n])
+							to += s.n
 						}
 					}
 					k++

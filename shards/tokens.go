@@ -385,7 +385,9 @@ var littleEndian = func() bool {
 // dst as type to, in native byte order.
 func convertTokens(dst, src []byte, from, to collate.DType) {
 	if from == to && littleEndian {
-		moveRuns(dst, src, []byteRun{{0, int64(min(len(dst), len(src))), 0}})
+		if n := min(len(dst), len(src)); n > 0 {
+			moveSpans(dst, src, []byteSpan{{0, int64(n)}})
+		}
 		return
 	}
 	if from == collate.Uint16 {
