@@ -218,6 +218,37 @@ func TestBatchMisuseNamesTheBatch(t *testing.T) {
 	assert.PanicsWithValue(t, "engine: Retain"+after, func() { b.Retain() })
 }
 
+// A Batch is never handed out again: one released early still panics
+// when used after hundreds of later batches (more than a slab of
+// Batches), and batches retained across them keep their own indices.
+func TestReleasedBatchStaysReleased(t *testing.T) {
+	for _, w := range []int{0, 2} {
+		l := newLoader(t, engine.DatasetFunc(1000, indexSchema, fillIndex), engine.Config{BatchSize: 2, Workers: w})
+		var first *engine.Batch
+		var kept []*engine.Batch
+		for b, err := range l.Epoch(context.Background(), 0) {
+			require.NoError(t, err)
+			if first == nil {
+				first = b
+			}
+			if b.IndexInEpoch()%50 == 1 {
+				b.Retain()
+				kept = append(kept, b)
+			}
+		}
+		assert.PanicsWithValue(t, `engine: Tensor("x") on batch 0 of epoch 0 after its last Release: its buffers may hold another batch`,
+			func() { first.Tensor("x") }, "workers %d", w)
+		require.Len(t, kept, 10)
+		for i, b := range kept {
+			k := 50*i + 1
+			assert.Equal(t, k, b.IndexInEpoch())
+			assert.Equal(t, []int{2 * k, 2*k + 1}, b.Indices())
+			assert.Equal(t, []int64{int64(2 * k), int64(2*k + 1)}, collate.As[int64](b.Tensor("index")), "workers %d batch %d", w, k)
+			b.Release()
+		}
+	}
+}
+
 func TestOneEpochAtATime(t *testing.T) {
 	l := newLoader(t, engine.DatasetFunc(8, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: 1})
 	for _, err := range l.Epoch(context.Background(), 0) {
