@@ -67,11 +67,11 @@ func noRetries(ctx context.Context) context.Context {
 }
 
 func (s azureStore) fetcher(ctr, key string) fetcher {
-	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
-		resp, err := s.c.DownloadStream(noRetries(ctx), ctr, key, &azblob.DownloadStreamOptions{Range: azblob.HTTPRange{Offset: off}})
+	return func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error) {
+		resp, err := s.c.DownloadStream(noRetries(ctx), ctr, key, &azblob.DownloadStreamOptions{Range: azblob.HTTPRange{Offset: off, Count: max(n, 0)}})
 		if err != nil {
 			var re *azcore.ResponseError
-			if errors.As(err, &re) && re.StatusCode == http.StatusRequestedRangeNotSatisfiable && off > 0 {
+			if errors.As(err, &re) && re.StatusCode == http.StatusRequestedRangeNotSatisfiable && pastEnd(off, n) {
 				return nil, objectInfo{}, errEOF
 			}
 			return nil, objectInfo{}, azureError(err)

@@ -85,7 +85,7 @@ func (s *gcsStore) list(ctx context.Context, bucket, prefix, token string) ([]st
 	if listPageSize > 0 {
 		q.Set("maxResults", strconv.Itoa(listPageSize))
 	}
-	body, _, err := httpFetcher(s.c, s.bucketURL(bucket)+"?"+q.Encode())(ctx, 0)
+	body, _, err := httpFetcher(s.c, s.bucketURL(bucket)+"?"+q.Encode())(ctx, 0, -1)
 	if err != nil {
 		return nil, "", err
 	}

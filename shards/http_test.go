@@ -35,7 +35,8 @@ type faultServer struct {
 	noRange  bool          // answer every request with the whole file (200)
 	etag     string        // ETag to send; "" none
 	status   map[string]int
-	log      []string // "path range" of every request
+	log      []string        // "path range" of every request (Range, or Azure's x-ms-range)
+	clients  map[string]bool // the connections requests came on (remote addresses)
 }
 
 func newFaultServer(t testing.TB) *faultServer {
@@ -56,10 +57,15 @@ func newFaultProxy(t testing.TB, addr string) *faultServer {
 
 // faultHandler serves files by h, with the faults injected.
 func faultHandler(t testing.TB, dir string, files http.Handler) *faultServer {
-	f := &faultServer{dir: dir, status: map[string]int{}}
+	f := &faultServer{dir: dir, status: map[string]int{}, clients: map[string]bool{}}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		f.log = append(f.log, r.URL.Path+" "+r.Header.Get("Range"))
+		rng := r.Header.Get("Range")
+		if rng == "" {
+			rng = r.Header.Get("X-Ms-Range")
+		}
+		f.log = append(f.log, r.URL.Path+" "+rng)
+		f.clients[r.RemoteAddr] = true
 		code := f.status[r.URL.Path]
 		// Faults hit shards only, one at a time: a 503, else a cut or a stall.
 		cut, stallAt, stallFor := int64(-1), int64(-1), time.Duration(0)

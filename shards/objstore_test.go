@@ -215,6 +215,58 @@ func TestObjectStoresResume(t *testing.T) {
 	}
 }
 
+// TestSizeAsksForOneByte: the size of a remote shard, which Source.Shards
+// checks an index's counts against, comes from a request for its first
+// byte, on every store, and the next request reuses the connection; an
+// empty object (a 416) is 0 bytes, and a server that ignores the range
+// still says the size.
+func TestSizeAsksForOneByte(t *testing.T) {
+	sizes := map[string]int{"a.tar": 3 << 20, "b.tar": 1 << 20, "empty.tar": 0}
+	dir := t.TempDir()
+	var paths []string
+	for name, n := range sizes {
+		paths = append(paths, filepath.Join(dir, name))
+		require.NoError(t, os.WriteFile(paths[len(paths)-1], make([]byte, n), 0o644))
+	}
+	sizesOf := func(t *testing.T, f *faultServer, url string) {
+		o := &Opener{}
+		defer o.CloseIdleConnections()
+		for _, name := range []string{"a.tar", "b.tar", "empty.tar", "a.tar"} {
+			size, err := o.size(context.Background(), url+name)
+			require.NoError(t, err, name)
+			assert.EqualValues(t, sizes[name], size, name)
+		}
+		assert.EqualValues(t, 4, o.Requests())
+	}
+	oneByte := func(t *testing.T, f *faultServer) {
+		reqs := f.requests()
+		require.Len(t, reqs, 4)
+		for _, r := range reqs {
+			assert.True(t, strings.HasSuffix(r, ".tar bytes=0-0"), "request %q", r)
+		}
+		assert.Len(t, f.clients, 1, "the four requests on one connection")
+	}
+	t.Run("http://", func(t *testing.T) {
+		f := newFaultServer(t)
+		for _, p := range paths {
+			require.NoError(t, os.Link(p, filepath.Join(f.dir, filepath.Base(p))))
+		}
+		sizesOf(t, f, f.URL+"/")
+		oneByte(t, f)
+		f.inject(func(f *faultServer) { f.log, f.noRange = nil, true })
+		sizesOf(t, f, f.URL+"/") // the whole objects, closed unread
+	})
+	for _, st := range objectStores {
+		t.Run(st.scheme, func(t *testing.T) {
+			srv := storeBucket(t, st.start, "data", paths...)
+			f := newFaultProxy(t, srv.Addr())
+			viaProxy(t, srv, f)
+			sizesOf(t, f, st.scheme+"data/")
+			oneByte(t, f)
+		})
+	}
+}
+
 // TestObjectStoresMissing: a missing object or bucket is an error that
 // names the URL, at once: a 404 burns no retry. ReadFile says not found.
 func TestObjectStoresMissing(t *testing.T) {

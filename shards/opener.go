@@ -287,6 +287,44 @@ func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 // connected. A version or total not "" or -1 is what an earlier read of
 // the shard found: a response that differs is an error.
 func (o *Opener) openRemote(ctx context.Context, name string, off int64, version string, total int64) (*remoteReader, error) {
+	return o.connectRemote(ctx, name, off, -1, version, total)
+}
+
+// probe reads the first len(head) bytes (at least one) of the remote
+// shard name into head, fewer where the object is shorter, and returns
+// them with a reader of it from its start, not connected, that knows the
+// object's size (total, -1 when the server does not say) and version,
+// which the answer to that range request says (Content-Range). Its body
+// is read to the end, so that the connection serves the next request: a
+// GET of the whole object closed unread, as a size's was, dropped its
+// connection after the server had sent what the connection's buffers
+// hold.
+func (o *Opener) probe(ctx context.Context, name string, head []byte) (*remoteReader, []byte, error) {
+	r, err := o.connectRemote(ctx, name, 0, int64(len(head)), "", -1)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.n = -1           // the reads after this one are to the end
+	if r.body == nil { // an empty object (a 416)
+		return r, head[:0], nil
+	}
+	n, err := io.ReadFull(r.body, head)
+	r.o.fetched.Add(int64(n))
+	if err == io.EOF || err == io.ErrUnexpectedEOF { // a shorter object
+		err = nil
+	}
+	if err == nil { // a server that ignores ranges sends it all: closed unread
+		_, err = io.Copy(io.Discard, io.LimitReader(r.body, 4096))
+	}
+	r.closeBody()
+	if err != nil {
+		return nil, nil, r.fail(err)
+	}
+	return r, head[:n], nil
+}
+
+// connectRemote is openRemote of n bytes from off (n < 0: to the end).
+func (o *Opener) connectRemote(ctx context.Context, name string, off, n int64, version string, total int64) (*remoteReader, error) {
 	k, a, b, err := parse(name)
 	if err != nil {
 		return nil, err
@@ -304,7 +342,7 @@ func (o *Opener) openRemote(ctx context.Context, name string, off int64, version
 		}
 		f = s.fetcher(a, b)
 	}
-	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, total: total, version: version}
+	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, n: n, total: total, version: version}
 	// Connect now, so that a missing shard or bad credentials fail Open.
 	if err := r.connect(); err != nil {
 		return nil, err
@@ -340,7 +378,24 @@ func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found 
 
 // A fetcher starts a GET of a remote shard from byte off: the body and
 // what the response said about the object.
-type fetcher func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error)
+type fetcher func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error)
+
+// rangeHeader is the HTTP Range of n bytes from off (n < 0: to the end),
+// "" for the whole object.
+func rangeHeader(off, n int64) string {
+	switch {
+	case n > 0:
+		return fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	case off > 0:
+		return fmt.Sprintf("bytes=%d-", off)
+	}
+	return ""
+}
+
+// pastEnd reports whether a 416 (range not satisfiable) to a request of
+// n bytes from off means that off is at the object's end (errEOF): it
+// does for a range, and a request of the whole object never gets one.
+func pastEnd(off, n int64) bool { return off > 0 || n > 0 }
 
 type objectInfo struct {
 	total   int64  // the object's size; -1 when unknown
@@ -461,6 +516,7 @@ type remoteReader struct {
 	fetch fetcher
 
 	off     int64
+	n       int64  // the bytes asked for from off: -1, to the end; 1 for Opener.size
 	total   int64  // -1 until a response says
 	version string // of the first response
 	md5     []byte // of the first response
@@ -490,7 +546,7 @@ func (r *remoteReader) connect() error {
 		ctx, cancel := context.WithCancelCause(r.ctx)
 		timer := time.AfterFunc(r.o.timeout(), func() { cancel(errIdle) })
 		r.o.requests.Add(1)
-		body, info, err := r.fetch(ctx, r.off)
+		body, info, err := r.fetch(ctx, r.off, r.n)
 		timer.Stop()
 		if err == nil {
 			err = r.check(info)
@@ -623,15 +679,15 @@ var errEOF = errors.New("range starts at the end")
 
 // httpFetcher GETs u from a byte offset with a range request, by c.
 func httpFetcher(c *http.Client, u string) fetcher {
-	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
+	return func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return nil, objectInfo{}, err
 		}
 		// Offsets count the bytes as stored: no transparent gzip.
 		req.Header.Set("Accept-Encoding", "identity")
-		if off > 0 {
-			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", off))
+		if r := rangeHeader(off, n); r != "" {
+			req.Header.Set("Range", r)
 		}
 		resp, err := c.Do(req)
 		if err != nil {
@@ -666,8 +722,9 @@ func httpFetcher(c *http.Client, u string) fetcher {
 			}
 			return resp.Body, info, nil
 		case http.StatusRequestedRangeNotSatisfiable:
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // read, the connection is reused
 			resp.Body.Close()
-			if off > 0 {
+			if pastEnd(off, n) {
 				return nil, objectInfo{}, errEOF
 			}
 		}

@@ -76,16 +76,20 @@ func (o *Opener) parquetFile(ctx context.Context, name string, whole bool, max i
 		}
 		return parquetFrom(name, f, max)
 	}
+	if !whole {
+		r, head, err := o.probe(ctx, name, make([]byte, len(parquetMagic)))
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.total < 0 {
+			r.Close()
+			return nil, nil, fmt.Errorf("shards: %s: the server does not say its size, which a Parquet footer needs", name)
+		}
+		return parquetClosing(name, &tailReaderAt{r: r, size: r.total, head: head}, r.total, r)
+	}
 	rc, err := o.Open(ctx, name)
 	if err != nil {
 		return nil, nil, err
-	}
-	if r, ok := rc.(*remoteReader); ok && !whole {
-		if r.total < 0 {
-			rc.Close()
-			return nil, nil, fmt.Errorf("shards: %s: the server does not say its size, which a Parquet footer needs", name)
-		}
-		return parquetClosing(name, &tailReaderAt{r: r, size: r.total}, r.total, rc)
 	}
 	return parquetFrom(name, rc, max)
 }
@@ -130,6 +134,9 @@ func parquetClosing(name string, ra io.ReaderAt, size int64, closer io.Closer) (
 	return f, closer, nil
 }
 
+// parquetMagic starts and ends a Parquet file.
+const parquetMagic = "PAR1"
+
 // openParquet reads the footer of the Parquet file name, of size bytes,
 // from ra, after checking its declared length against the size.
 func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error) {
@@ -137,20 +144,20 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	if size < minSize {
 		return nil, fmt.Errorf("shards: %s: %d bytes, too short for a Parquet file", name, size)
 	}
-	// The magic first (a remote file's first bytes come with the response
-	// that said its size), then the end.
+	// The magic first (a remote file's first bytes came with the answer
+	// that said its size: tailReaderAt.head), then the end.
 	var magic [4]byte
 	if _, err := ra.ReadAt(magic[:], 0); err != nil {
 		return nil, fmt.Errorf("shards: %s: reading the Parquet header: %w", name, err)
 	}
-	if string(magic[:]) != "PAR1" {
+	if string(magic[:]) != parquetMagic {
 		return nil, fmt.Errorf("shards: %s: not a Parquet file (it starts with %q, not \"PAR1\")", name, magic[:])
 	}
 	var end [8]byte
 	if _, err := ra.ReadAt(end[:], size-8); err != nil {
 		return nil, fmt.Errorf("shards: %s: reading the Parquet footer: %w", name, err)
 	}
-	if string(end[4:]) != "PAR1" {
+	if string(end[4:]) != parquetMagic {
 		return nil, fmt.Errorf("shards: %s: not a Parquet file (it ends in %q, not \"PAR1\"): corrupt or truncated", name, end[4:])
 	}
 	if n := int64(binary.LittleEndian.Uint32(end[:4])); n > size-minSize {
@@ -190,11 +197,14 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 
 // tailReaderAt reads a remote file at offsets, by moving its reader
 // (a new range request), and keeps the file's last footerTail bytes, so
-// that a footer costs one request.
+// that a footer costs one request, and its first bytes, which the
+// request for its size read (Opener.probe): the magic number, which a
+// Parquet file is opened by reading too.
 type tailReaderAt struct {
 	mu   sync.Mutex
 	r    *remoteReader
 	size int64
+	head []byte // the file's first bytes
 	tail []byte // the bytes from size-len(tail)
 }
 
@@ -203,6 +213,9 @@ func (t *tailReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	defer t.mu.Unlock()
 	if off < 0 || off > t.size {
 		return 0, fmt.Errorf("offset %d outside the file's %d bytes", off, t.size)
+	}
+	if off+int64(len(p)) <= int64(len(t.head)) {
+		return copy(p, t.head[off:]), nil
 	}
 	if t.tail == nil && t.size-off <= footerTail {
 		n := min(t.size, footerTail)

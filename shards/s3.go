@@ -49,10 +49,10 @@ type s3Store struct{ c *s3.Client }
 // fetcher GETs s3://bucket/key from a byte offset with a range request.
 // The SDK's own retries are off: the reader retries, and counts.
 func (s s3Store) fetcher(bucket, key string) fetcher {
-	return func(ctx context.Context, off int64) (io.ReadCloser, objectInfo, error) {
+	return func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error) {
 		in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
-		if off > 0 {
-			in.Range = aws.String(fmt.Sprintf("bytes=%d-", off))
+		if r := rangeHeader(off, n); r != "" {
+			in.Range = aws.String(r)
 		}
 		out, err := s.c.GetObject(ctx, in, func(o *s3.Options) {
 			o.Retryer = aws.NopRetryer{}
@@ -62,7 +62,7 @@ func (s s3Store) fetcher(bucket, key string) fetcher {
 		})
 		if err != nil {
 			var re *awshttp.ResponseError
-			if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable && off > 0 {
+			if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusRequestedRangeNotSatisfiable && pastEnd(off, n) {
 				return nil, objectInfo{}, errEOF
 			}
 			return nil, objectInfo{}, s3Error(err)

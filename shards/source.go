@@ -483,12 +483,12 @@ func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 		}
 		return fi.Size(), nil
 	}
-	rc, err := o.Open(ctx, name)
+	r, _, err := o.probe(ctx, name, make([]byte, 1))
 	if err != nil {
 		return 0, err
 	}
-	defer rc.Close()
-	return rc.(*remoteReader).total, nil
+	r.Close()
+	return r.total, nil
 }
 
 // Decode writes rec into s with the Source's DecodeFunc. Where that is
