@@ -104,6 +104,25 @@ func TestDynamicFieldLayoutAndPad(t *testing.T) {
 	assert.PanicsWithValue(t, `collate: As[int32] on field "frames" of dtype float32`, func() { collate.As[int32](l.Sample(buf, 0, 0)) })
 }
 
+// A full batch's view shares its shape with every other (no allocation a
+// call: a BatchFiller asks for it every batch); a shorter one gets its
+// own; neither can change the other through Shape.
+func TestLayoutBatchShapes(t *testing.T) {
+	s := collate.Schema{
+		{Name: "tokens", DType: collate.Uint16, Shape: []int{5}},
+		{Name: "frames", DType: collate.Float32, Shape: []int{-1, 3}, MaxLen: 4},
+	}
+	l, err := collate.NewLayout(s, 8)
+	require.NoError(t, err)
+	buf := make([]byte, l.Size())
+	assert.Zero(t, testing.AllocsPerRun(100, func() { l.Batch(buf, 0, 8) }), "a full batch's view")
+	assert.Equal(t, []int{8, 5}, l.Batch(buf, 0, 8).Shape())
+	assert.Equal(t, []int{8, 4, 3}, l.Batch(buf, 1, 8).Shape())
+	assert.Equal(t, []int{3, 5}, l.Batch(buf, 0, 3).Shape())
+	l.Batch(buf, 0, 8).Shape()[0] = 99 // a copy
+	assert.Equal(t, 8, l.Batch(buf, 0, 8).Dim(0))
+}
+
 func TestLayoutAlignsEveryField(t *testing.T) {
 	s := collate.Schema{
 		{Name: "a", DType: collate.Uint8, Shape: []int{3}},

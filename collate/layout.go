@@ -16,6 +16,7 @@ type Layout struct {
 	cap     int
 	offsets []int
 	shapes  [][]int // per-sample shapes, MaxLen rows for a Dynamic field
+	full    [][]int // the shapes of a batch of Cap samples: [Cap, shapes[i]...]
 	size    int
 }
 
@@ -27,13 +28,14 @@ func NewLayout(s Schema, capacity int) (*Layout, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("collate: layout capacity %d, want > 0", capacity)
 	}
-	l := &Layout{schema: s, cap: capacity, offsets: make([]int, len(s)), shapes: make([][]int, len(s))}
+	l := &Layout{schema: s, cap: capacity, offsets: make([]int, len(s)), shapes: make([][]int, len(s)), full: make([][]int, len(s))}
 	for i, f := range s {
 		l.offsets[i] = l.size
 		l.shapes[i] = f.Shape
 		if f.IsDynamic() {
 			l.shapes[i] = append([]int{f.MaxLen}, f.Shape[1:]...)
 		}
+		l.full[i] = append([]int{capacity}, l.shapes[i]...)
 		n := f.Bytes()
 		if n > 0 && capacity > maxSampleBytes/n {
 			return nil, fmt.Errorf("collate: field %q: %d samples of %d bytes is too large", f.Name, capacity, n)
@@ -84,7 +86,11 @@ func (l *Layout) Batch(buf []byte, i, n int) Tensor {
 	f := l.schema[i]
 	off := l.offsets[i]
 	end := off + n*f.Bytes()
-	return view(f.Name, f.DType, append([]int{n}, l.shapes[i]...), buf[off:end:end])
+	shape := l.full[i] // shared, as views share shapes: no allocation a call
+	if n != l.cap {
+		shape = append([]int{n}, l.shapes[i]...)
+	}
+	return view(f.Name, f.DType, shape, buf[off:end:end])
 }
 
 // Padded returns the view of a Dynamic field i of n samples in buf after

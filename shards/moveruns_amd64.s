@@ -2,22 +2,28 @@
 
 #define prefetchRuns 8
 
-// func moveSpansAVX2(dst, src *byte, spans *byteSpan, n int) (zeroEnd bool)
+// func moveSpansAVX2(dst, src *byte, spans *byteSpan, n, dstLen, srcLen int) (bad int, zeroEnd bool)
 //
 // Each span is two int64: from, bytes. Span i is copied from src+from to
 // where span i-1 ended (span 0 to dst), and zeroEnd reports whether the
-// last byte of some span is zero. A span of 32 bytes or more is copied as
+// last byte of some span is zero. A span of no bytes, or one outside
+// src[:srcLen], or one that would end past dst[:dstLen], stops the copy
+// before it: bad is its index (-1 when every span was copied). A span of 32 bytes or more is copied as
 // its first 32 bytes, then 128- and 32-byte blocks stored at dst's
 // 32-byte boundaries, then its last 32 bytes (overlapping what the blocks
 // wrote, with the same bytes); a shorter one as two moves of 16, 8, 4 or
 // 2 bytes that overlap, or one byte. No move reads or writes outside its
 // span (a prefetch may name any address: it never faults).
-TEXT ·moveSpansAVX2(SB), NOSPLIT, $0-33
+TEXT ·moveSpansAVX2(SB), NOSPLIT, $0-57
 	MOVQ dst+0(FP), R10
 	MOVQ src+8(FP), R11
 	MOVQ spans+16(FP), R12
 	MOVQ n+24(FP), R13
-	MOVB $0, zeroEnd+32(FP)
+	MOVQ $-1, bad+48(FP)
+	MOVB $0, zeroEnd+56(FP)
+	MOVQ dstLen+32(FP), AX
+	ADDQ R10, AX
+	MOVQ AX, dstLen+32(FP)     // from here on, dst's end
 
 	// Prefetch the first line of the first spans' sources, then, at each
 	// span, that of the span prefetchRuns on: the spans are scattered over
@@ -33,17 +39,21 @@ first:
 
 firstLoop:
 	TESTQ      DX, DX
-	JZ         nextSpan
+	JZ         firstDone
 	MOVQ       0(R9), AX
 	PREFETCHT0 (R11)(AX*1)
 	ADDQ       $16, R9
 	DECQ       DX
 	JMP        firstLoop
 
+firstDone:
+	MOVQ srcLen+40(FP), DX    // from here on, src's length
+	JMP  nextSpan
+
 next: // the span just copied ended at R10
 	CMPB -1(R10), $0
 	JNE  nextSpan
-	MOVB $1, zeroEnd+32(FP)
+	MOVB $1, zeroEnd+56(FP)
 
 nextSpan:
 	TESTQ R13, R13
@@ -53,14 +63,25 @@ nextSpan:
 	MOVQ prefetchRuns*16(R12), AX
 	PREFETCHT0 (R11)(AX*1)
 
-copySpan:
-	MOVQ 0(R12), SI
-	MOVQ 8(R12), CX          // bytes
-	ADDQ R11, SI             // src + from
-	MOVQ R10, DI
-	ADDQ CX, R10             // where the next span goes
-	ADDQ $16, R12
-	DECQ R13
+copySpan: // checked first: bytes > 0, 0 <= from <= srcLen-bytes, and the end in dst
+	MOVQ  0(R12), SI
+	MOVQ  8(R12), CX         // bytes
+	TESTQ CX, CX
+	JLE   bad
+	TESTQ SI, SI
+	JL    bad
+	MOVQ  DX, AX
+	SUBQ  CX, AX
+	CMPQ  SI, AX
+	JGT   bad
+	LEAQ  (R10)(CX*1), AX    // where the next span goes
+	CMPQ  AX, dstLen+32(FP)
+	JHI   bad
+	ADDQ  R11, SI            // src + from
+	MOVQ  R10, DI
+	MOVQ  AX, R10
+	ADDQ  $16, R12
+	DECQ  R13
 
 move: // CX bytes from SI to DI
 	CMPQ CX, $32
@@ -151,6 +172,11 @@ lt2:
 	MOVB  (SI), AX
 	MOVB  AX, (DI)
 	JMP   next
+
+bad: // span n-R13 fails its check
+	MOVQ n+24(FP), AX
+	SUBQ R13, AX
+	MOVQ AX, bad+48(FP)
 
 end:
 	VZEROUPPER

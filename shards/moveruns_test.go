@@ -72,10 +72,31 @@ func TestMoveSpansChecksBounds(t *testing.T) {
 	for i := range src {
 		src[i] = 1
 	}
-	for _, in := range [][]byteSpan{{{-1, 10}}, {{95, 6}}, {{0, 0}}, {{10, -1}}, {{0, 60}, {0, 41}}} {
-		assert.Panics(t, func() { moveSpans(dst, src, append([]byteSpan{{0, 10}}, in...)) }, "%+v", in)
+	for _, asm := range []bool{true, false} {
+		t.Run(fmt.Sprint("asm=", asm && haveMoveSpans), func(t *testing.T) {
+			defer func(have bool) { haveMoveSpans = have }(haveMoveSpans)
+			haveMoveSpans = haveMoveSpans && asm
+			for _, c := range []struct {
+				in   []byteSpan
+				want string
+			}{
+				{[]byteSpan{{-1, 10}}, "span 1 of 10 bytes from -1: empty or outside the source (100 bytes)"},
+				{[]byteSpan{{95, 6}}, "span 1 of 6 bytes from 95: empty or outside the source (100 bytes)"},
+				{[]byteSpan{{0, 0}}, "span 1 of 0 bytes from 0: empty"},
+				{[]byteSpan{{10, -1}}, "span 1 of -1 bytes from 10: empty"},
+				{[]byteSpan{{0, 60}, {0, 31}}, "spans of 101 bytes or more into 100"},
+				{[]byteSpan{{0, 90}, {1 << 62, 1 << 62}}, "span 2 of 4611686018427387904 bytes from 4611686018427387904: empty or outside"},
+			} {
+				in := append([]byteSpan{{0, 10}}, c.in...)
+				var got any
+				func() {
+					defer func() { got = recover() }()
+					moveSpans(dst, src, in)
+				}()
+				assert.Contains(t, got, "shards: "+c.want, "%+v", in)
+			}
+		})
 	}
-	assert.Equal(t, make([]byte, 100), dst, "the spans are checked before any is copied")
 }
 
 // BenchmarkMoveSpans copies batches of runs like a Megatron batch's (32
