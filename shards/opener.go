@@ -516,7 +516,7 @@ type remoteReader struct {
 	fetch fetcher
 
 	off     int64
-	n       int64  // the bytes asked for from off: -1, to the end; 1 for Opener.size
+	n       int64  // the bytes asked for from off: -1, to the end; a few for a probe
 	total   int64  // -1 until a response says
 	version string // of the first response
 	md5     []byte // of the first response
