@@ -294,3 +294,60 @@ func TestHTTPEmptyAndSmallFiles(t *testing.T) {
 	assert.False(t, found)
 	assert.Nil(t, data)
 }
+
+// A Content-Range is read as RFC 9110 writes it: an unknown total ("*")
+// is an unknown size, anything else malformed, or a range not from the
+// byte asked for, or a total that ends before the range, an error.
+func TestRangeTotal(t *testing.T) {
+	for _, c := range []struct {
+		off    int64
+		cr     string
+		length int64
+		want   int64
+		bad    bool
+	}{
+		{0, "", 100, 100, false},
+		{0, "", -1, -1, false},
+		{10, "", 90, 0, true},
+		{0, "bytes 0-0/100", 1, 100, false},
+		{10, "bytes 10-99/100", 90, 100, false},
+		{0, "bytes 0-0/*", 1, -1, false},
+		{0, "bytes 0--1/0", 0, 0, false},
+		{0, "bytes 0--2/0", 0, 0, true},
+		{5, "bytes 4-99/100", 96, 0, true},
+		{0, "bytes 0-99/99", 100, 0, true},
+		{0, "bytes 0-0", 1, 0, true},
+		{0, "bytes */100", 0, 0, true},
+		{0, "items 0-0/100", 1, 0, true},
+		{0, "bytes 0-0/x", 1, 0, true},
+	} {
+		got, err := rangeTotal(c.off, c.cr, c.length)
+		if c.bad {
+			assert.Error(t, err, "%+v", c)
+			continue
+		}
+		require.NoError(t, err, "%+v", c)
+		assert.Equal(t, c.want, got, "%+v", c)
+	}
+}
+
+// A server that answers the size probe without a total ("bytes 0-0/*")
+// leaves the size unknown: the listing's counts go unchecked, as they
+// did with a response of unknown length.
+func TestSizeUnknownTotal(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") == "bytes=0-0" {
+			w.Header().Set("Content-Range", "bytes 0-0/*")
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write([]byte{'x'})
+			return
+		}
+		w.Write([]byte("xyz"))
+	}))
+	defer srv.Close()
+	o := &Opener{}
+	defer o.CloseIdleConnections()
+	size, err := o.size(context.Background(), srv.URL+"/a.tar")
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, size)
+}

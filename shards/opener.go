@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,8 +440,10 @@ func (o *Opener) store(ctx context.Context, k kind) (bucketStore, error) {
 }
 
 // rangeTotal returns the size of an object from the response to a GET
-// from byte off: its Content-Range (as "bytes first-last/total"), else,
-// from byte 0, the body's length; -1 when unknown.
+// from byte off: its Content-Range (as "bytes first-last/total", where
+// total "*" is unknown; last is first-1 for an empty object, as Azurite
+// says it), else, from byte 0, the body's length; -1 when
+// unknown.
 func rangeTotal(off int64, contentRange string, length int64) (int64, error) {
 	if contentRange == "" {
 		if off > 0 {
@@ -448,9 +451,19 @@ func rangeTotal(off int64, contentRange string, length int64) (int64, error) {
 		}
 		return length, nil
 	}
-	var first, last, total int64
-	if _, err := fmt.Sscanf(contentRange, "bytes %d-%d/%d", &first, &last, &total); err != nil || first != off {
-		return 0, fmt.Errorf("range from byte %d answered with Content-Range %q", off, contentRange)
+	bad := fmt.Errorf("range from byte %d answered with Content-Range %q", off, contentRange)
+	span, size, ok := strings.Cut(contentRange, "/")
+	var first, last int64
+	// last is first-1 for an empty object (Azurite's "bytes 0--1/0")
+	if _, err := fmt.Sscanf(span, "bytes %d-%d", &first, &last); !ok || err != nil || first != off || last < first-1 {
+		return 0, bad
+	}
+	if size == "*" {
+		return -1, nil
+	}
+	total, err := strconv.ParseInt(size, 10, 64)
+	if err != nil || total <= last {
+		return 0, bad
 	}
 	return total, nil
 }
