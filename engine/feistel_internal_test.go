@@ -170,6 +170,33 @@ func checkLazy(t *testing.T, want []int, o lazyOrder, what any) {
 	}
 }
 
+// BenchmarkShuffledBatch is the cost of a batch's 32 positions of a
+// shuffled epoch's order, by fill (as the loader computes them) and by
+// at, one after the other.
+func BenchmarkShuffledBatch(b *testing.B) {
+	for _, n := range []int{1e6, 3 << 20, 1e10} { // 3<<20: 2^b = 4/3 n, a third of the encryptions walk on
+		for _, byFill := range []bool{true, false} {
+			b.Run(fmt.Sprintf("N=%.0e/fill=%v", float64(n), byFill), func(b *testing.B) {
+				o := lazyOf(b, Shuffled{N: n, Seed: 1}, 0)
+				dst := make([]int, 32)
+				from := 0
+				for b.Loop() {
+					if byFill {
+						o.fill(dst, from)
+					} else {
+						for j := range dst {
+							dst[j] = o.at(from + j)
+						}
+					}
+					if from += 32; from+32 > n {
+						from = 0
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkShuffledPosition is the cost of one position of a shuffled
 // epoch's order, computed on its own (the loader's per-sample cost).
 func BenchmarkShuffledPosition(b *testing.B) {

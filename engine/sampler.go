@@ -152,9 +152,7 @@ func (o shuffledOrder) at(i int) int {
 
 func (o shuffledOrder) fill(dst []int, from int) {
 	first := dst[:max(0, min(len(dst), o.n-from))]
-	for j := range first {
-		dst[j] = o.first.at(from + j)
-	}
+	o.first.fill(first, from)
 	for j := len(first); j < len(dst); j++ {
 		dst[j] = o.at(from + j)
 	}
