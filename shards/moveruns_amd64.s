@@ -8,7 +8,9 @@
 // where span i-1 ended (span 0 to dst), and zeroEnd reports whether the
 // last byte of some span is zero. A span of no bytes, or one outside
 // src[:srcLen], or one that would end past dst[:dstLen], stops the copy
-// before it: bad is its index (-1 when every span was copied). A span of 32 bytes or more is copied as
+// before it: bad is its index (-1 when every span was copied).
+//
+// A span of 32 bytes or more is copied as
 // its first 32 bytes, then 128- and 32-byte blocks stored at dst's
 // 32-byte boundaries, then its last 32 bytes (overlapping what the blocks
 // wrote, with the same bytes); a shorter one as two moves of 16, 8, 4 or
