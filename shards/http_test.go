@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ type faultServer struct {
 	status   map[string]int
 	log      []string        // "path range" of every request (Range, or Azure's x-ms-range)
 	clients  map[string]bool // the connections requests came on (remote addresses)
+	sent     atomic.Int64    // bytes of response bodies written
 }
 
 func newFaultServer(t testing.TB) *faultServer {
@@ -92,7 +94,7 @@ func faultHandler(t testing.TB, dir string, files http.Handler) *faultServer {
 		if etag != "" {
 			w.Header().Set("ETag", etag)
 		}
-		files.ServeHTTP(&faultWriter{ResponseWriter: w, ctx: r.Context(), cut: cut, stallAt: stallAt, stallFor: stallFor}, r)
+		files.ServeHTTP(&faultWriter{ResponseWriter: w, ctx: r.Context(), sent: &f.sent, cut: cut, stallAt: stallAt, stallFor: stallFor}, r)
 	}))
 	t.Cleanup(f.Close)
 	return f
@@ -110,10 +112,11 @@ func (f *faultServer) requests() []string {
 	return append([]string(nil), f.log...)
 }
 
-// faultWriter cuts or stalls a response body.
+// faultWriter cuts or stalls a response body, and counts its bytes.
 type faultWriter struct {
 	http.ResponseWriter
 	ctx      context.Context
+	sent     *atomic.Int64 // the server's count
 	n        int64
 	cut      int64
 	stallAt  int64
@@ -124,7 +127,7 @@ func (w *faultWriter) Write(p []byte) (int, error) {
 	if w.stallAt >= 0 && w.n+int64(len(p)) > w.stallAt {
 		k := w.stallAt - w.n
 		n, err := w.ResponseWriter.Write(p[:k])
-		w.n += int64(n)
+		w.wrote(n)
 		if err != nil {
 			return n, err
 		}
@@ -140,13 +143,18 @@ func (w *faultWriter) Write(p []byte) (int, error) {
 	}
 	if w.cut >= 0 && w.n+int64(len(p)) > w.cut {
 		n, _ := w.ResponseWriter.Write(p[:w.cut-w.n])
-		w.n += int64(n)
+		w.wrote(n)
 		w.ResponseWriter.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // drops the connection mid-body
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
+	w.wrote(n)
 	return n, err
+}
+
+func (w *faultWriter) wrote(n int) {
+	w.n += int64(n)
+	w.sent.Add(int64(n))
 }
 
 func (w *faultWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,29 +19,18 @@ import (
 // MB sent and a connection a shard on loopback (bench/RESULTS.md, stop 32).
 func BenchmarkIndexedListing(b *testing.B) {
 	const shards, size = 64, 16 << 20
-	dir := b.TempDir()
+	f := newFaultServer(b)
 	list := make([]map[string]any, shards)
 	for i := range shards {
 		name := fmt.Sprintf("train-%04d.tar", i)
-		require.NoError(b, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
-		require.NoError(b, os.Truncate(filepath.Join(dir, name), size)) // sparse
+		require.NoError(b, os.WriteFile(filepath.Join(f.dir, name), nil, 0o644))
+		require.NoError(b, os.Truncate(filepath.Join(f.dir, name), size)) // sparse
 		list[i] = map[string]any{"url": name, "nsamples": 100}
 	}
 	data, err := json.Marshal(map[string]any{"__kind__": "wids-shard-index-v1", "shardlist": list})
 	require.NoError(b, err)
-	require.NoError(b, os.WriteFile(filepath.Join(dir, "shardlist.json"), data, 0o644))
-	var sent atomic.Int64
-	var mu sync.Mutex
-	conns := map[string]bool{}
-	files := http.FileServer(http.Dir(dir))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		conns[r.RemoteAddr] = true
-		mu.Unlock()
-		files.ServeHTTP(countingWriter{w, &sent}, r)
-	}))
-	defer srv.Close()
-	pattern := fmt.Sprintf("%s/train-{0000..%04d}.tar", srv.URL, shards-1)
+	require.NoError(b, os.WriteFile(filepath.Join(f.dir, "shardlist.json"), data, 0o644))
+	pattern := fmt.Sprintf("%s/train-{0000..%04d}.tar", f.URL, shards-1)
 	for b.Loop() {
 		o := &Opener{}
 		src, err := New(pattern, testSchema, decodeTest, UseOpener(o))
@@ -55,19 +40,7 @@ func BenchmarkIndexedListing(b *testing.B) {
 		require.NoError(b, src.Close())
 		o.CloseIdleConnections()
 	}
-	srv.Close() // waits for the handlers: every byte sent is counted
-	b.ReportMetric(float64(sent.Load())/1e6/float64(b.N), "server-MB/op")
-	b.ReportMetric(float64(len(conns))/float64(b.N), "conns/op")
-}
-
-// countingWriter counts the bytes of a response body.
-type countingWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (w countingWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.n.Add(int64(n))
-	return n, err
+	f.Close() // waits for the handlers: every byte sent is counted
+	b.ReportMetric(float64(f.sent.Load())/1e6/float64(b.N), "server-MB/op")
+	b.ReportMetric(float64(len(f.clients))/float64(b.N), "conns/op")
 }
