@@ -415,13 +415,7 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 	if err := d.stopped(); err != nil {
 		return MegatronOrder{}, nil, err
 	}
-	lengths := make([]int32, len(docs)) // in the epoch's order
-	inChunks(len(docs), func(lo, hi int) {
-		for i, doc := range docs[lo:hi] {
-			lengths[lo+i] = d.idx.lengths[doc]
-			pause(i)
-		}
-	})
+	lengths := gather(d.idx.lengths, docs) // in the epoch's order
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
 		return MegatronOrder{}, nil, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
@@ -447,13 +441,7 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 // (inChunks).
 func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []int64, runs []byteSpan, err error) {
 	es, seq := int64(d.idx.dtype.Size()), int64(d.cfg.SeqLength)+1
-	pointers := make([]int64, len(o.Documents)) // in the epoch's order
-	inChunks(len(o.Documents), func(lo, hi int) {
-		for i, doc := range o.Documents[lo:hi] {
-			pointers[lo+i] = d.idx.pointers[doc]
-			pause(i)
-		}
-	})
+	pointers := gather(d.idx.pointers, o.Documents) // in the epoch's order
 	n := len(o.Shuffle)
 	at := make([]int64, n) // sample k's runs: counted, then where they go
 	var past atomic.Int64  // 1 + a sample that runs past the last document
@@ -496,6 +484,18 @@ func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []
 		}
 	})
 	return first, runs, nil
+}
+
+// gather returns of[docs[i]] for each i, in chunks (inChunks).
+func gather[T int32 | int64](of []T, docs []int32) []T {
+	out := make([]T, len(docs))
+	inChunks(len(docs), func(lo, hi int) {
+		for i, doc := range docs[lo:hi] {
+			out[lo+i] = of[doc]
+			pause(i)
+		}
+	})
+	return out
 }
 
 // inChunks calls f on chunks of [0, n) that cover it, on up to 8
