@@ -15,6 +15,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/pinned"
+	"golang.org/x/sys/cpu"
 )
 
 // loader is a Loader's state. Every goroutine the loader starts (workers,
@@ -50,11 +51,15 @@ type loader struct {
 	pos     position // where the epochs stand, for State
 	resumed bool     // Config.Resume has been applied
 
-	batches, samples, copied, toDevice atomic.Int64
-	abandoned, leaked                  atomic.Int64
-	retried, skipped                   atomic.Int64
-	stats                              stages
-	epochNanos                         atomic.Int64 // time inside finished epochs
+	// The workers write the counters below, the consumer pos above and
+	// batches after the stats (and stats.wait): see NOTE [lines].
+	_                         cpu.CacheLinePad
+	samples, copied, toDevice atomic.Int64
+	abandoned, leaked         atomic.Int64
+	retried, skipped          atomic.Int64
+	stats                     stages
+	batches                   atomic.Int64
+	epochNanos                atomic.Int64 // time inside finished epochs
 
 	statsMu     sync.Mutex
 	skippedList []SkippedSample
