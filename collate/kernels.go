@@ -90,12 +90,13 @@ func gather(dst, src Tensor, idx []int64, streaming bool) error {
 			return fmt.Errorf("collate: gather: index %d at position %d is out of range [0, %d)", i, pos, src.shape[0])
 		}
 	}
+	d, s := dst.Bytes(), src.Bytes() // checks their leases
 	p := csrc.ActiveKernels()
 	if p == csrc.KernelsGo {
-		gatherGo(dst.data, src.data, idx, row)
+		gatherGo(d, s, idx, row)
 		return nil
 	}
-	csrc.Gather(p, dst.data, src.data, idx, row, streaming || len(idx)*row > llcBytes)
+	csrc.Gather(p, d, s, idx, row, streaming || len(idx)*row > llcBytes)
 	return nil
 }
 

@@ -13,6 +13,7 @@ type Tensor struct {
 	shape []int // never modified: views share it
 	data  []byte
 	name  string // the field a view was taken of, for messages
+	lease *Lease // nil, or the lease its memory is read under (Leased)
 }
 
 // MakeTensor returns a view of data as a tensor of the given dtype and shape.
@@ -67,15 +68,21 @@ func (t Tensor) Elems() int {
 }
 
 // Bytes returns the tensor's memory. Writing to it writes the tensor.
-func (t Tensor) Bytes() []byte { return t.data }
+// It panics when the tensor's lease has ended (see Lease).
+func (t Tensor) Bytes() []byte {
+	t.lease.check(t.name)
+	return t.data
+}
 
 func (t Tensor) String() string {
 	return fmt.Sprintf("Tensor(%s%s)", t.dtype, shapeString(t.shape))
 }
 
 // As returns the elements of t as a []T sharing t's memory. It panics,
-// naming both types, when T does not match t's DType.
+// naming both types, when T does not match t's DType, and when t's lease
+// has ended (see Lease).
 func As[T Element](t Tensor) []T {
+	t.lease.check(t.name)
 	if want := DTypeOf[T](); want != t.dtype {
 		if t.name != "" {
 			panic(fmt.Sprintf("collate: As[%s] on field %q of dtype %s", want, t.name, t.dtype))

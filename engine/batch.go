@@ -25,6 +25,7 @@ type Batch struct {
 	longest []int          // the padded length of each Dynamic field
 	dev     *pinned.Buffer // the device copy; nil on the cpu backend
 	stream  pinned.Stream  // the stream the copy was issued on
+	lease   *collate.Lease // ended at the last release; nil unless Config.CheckReleased
 
 	mu      sync.Mutex
 	inLoop  bool            // the range loop's reference, dropped when the body returns
@@ -48,6 +49,9 @@ func (b *Batch) check(what string) {
 
 // Len returns the number of samples.
 func (b *Batch) Len() int { return b.n }
+
+// String names the batch: "batch 3 of epoch 0".
+func (b *Batch) String() string { return fmt.Sprintf("batch %d of epoch %d", b.number, b.epoch) }
 
 // Indices returns the dataset indices of the samples, in order.
 func (b *Batch) Indices() []int {
@@ -78,10 +82,10 @@ func (b *Batch) Tensor(name string) collate.Tensor {
 	}
 	for d, df := range b.l.dyn {
 		if df.field == i {
-			return b.layout.Padded(b.buf.Bytes(), i, b.n, b.longest[d])
+			return b.layout.Padded(b.buf.Bytes(), i, b.n, b.longest[d]).Leased(b.lease)
 		}
 	}
-	return b.layout.Batch(b.buf.Bytes(), i, b.n)
+	return b.layout.Batch(b.buf.Bytes(), i, b.n).Leased(b.lease)
 }
 
 // OnDevice reports whether the batch was copied to device memory (a GPU
@@ -198,6 +202,7 @@ func (b *Batch) drop() {
 	streams := b.streams
 	b.mu.Unlock()
 	if last {
+		b.lease.End() // before the buffer can hold another batch
 		b.l.release(b.buf, b.dev, streams)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"testing"
 	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
@@ -95,6 +97,13 @@ type Config struct {
 	// Epoch before Resume.Epoch run first is an error naming both epochs;
 	// a later one starts fresh and drops the saved position.
 	Resume *State
+	// ResumeChanged resumes a State whose Dataset fingerprint differs from
+	// this loader's dataset and order (see Fingerprint), logging each part
+	// that differs as a warning, instead of refusing it: for a dataset
+	// changed on purpose (a file replaced, a weight tuned), where the
+	// saved position is meant to carry over. Len, Schema and Seed must
+	// still match.
+	ResumeChanged bool
 	// LogEvery, when positive, logs one progress line through slog every
 	// LogEvery batches: epoch, batch, rate and the data-bound fraction.
 	LogEvery int
@@ -151,12 +160,44 @@ type Config struct {
 	// cpu backend.
 	Stream uintptr
 
+	// CheckReleased makes a batch's tensors checked: a Tensor taken from a
+	// Batch and read (Tensor.Bytes, collate.As, the collate kernels) after
+	// the batch was released (the loop body returned, or the last Release)
+	// panics, naming the batch, instead of reading whatever batch its
+	// buffer holds by then. A slice kept from As is not checked. The check
+	// costs an allocation a batch and a load a read. It is on under go
+	// test (testing.Testing) and off otherwise, unless
+	// $TENSORBATCH_CHECK_RELEASED says "1" or "0"; CheckReleased true
+	// turns it on whatever the environment says.
+	CheckReleased bool
+
 	// Backend picks where batches go: "auto" (HIP, then CUDA, else cpu),
 	// "hip", "cuda" or "cpu", optionally with a device ordinal ("cuda:1";
 	// without one, the launcher's local rank (see Rank), else 0). Empty means $TENSORBATCH_BACKEND,
 	// else auto. With a GPU backend every batch is also copied to device
 	// memory (Batch.DeviceTensor).
 	Backend string
+}
+
+// EnvCheckReleased names the variable that turns Config.CheckReleased on
+// ("1") or off ("0") when the Config leaves it false.
+const EnvCheckReleased = "TENSORBATCH_CHECK_RELEASED"
+
+// checkReleased reports whether the loader leases its batches' tensors:
+// Config.CheckReleased, else EnvCheckReleased, else whether this is a
+// test binary.
+func (c Config) checkReleased() (bool, error) {
+	switch v := os.Getenv(EnvCheckReleased); {
+	case c.CheckReleased:
+		return true, nil
+	case v == "1":
+		return true, nil
+	case v == "0":
+		return false, nil
+	case v != "":
+		return false, fmt.Errorf("engine: $%s is %q, want 1 or 0", EnvCheckReleased, v)
+	}
+	return testing.Testing(), nil
 }
 
 // WorkerIniter sets up a worker goroutine (Config.WorkerInit).
@@ -272,6 +313,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("out_of_order", c.OutOfOrder),
 		slog.String("on_error", fmt.Sprintf("%+v", c.OnError)),
 		resume,
+		slog.Bool("resume_changed", c.ResumeChanged),
 		slog.Int("log_every", c.LogEvery),
 		typeAttr("sampler", c.Sampler),
 		typeAttr("batch_sampler", c.BatchSampler),
@@ -281,6 +323,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("world_size", c.WorldSize),
 		slog.Bool("write_combined", c.WriteCombined),
 		slog.String("stream", fmt.Sprintf("%#x", c.Stream)),
+		slog.Bool("check_released", c.CheckReleased),
 		slog.String("backend", c.Backend),
 	)
 }

@@ -49,9 +49,17 @@ type funcDataset struct {
 	fill   func(ctx context.Context, s *Slot) error
 }
 
-func (d funcDataset) Len() int                                { return d.n }
-func (d funcDataset) Schema() collate.Schema                  { return d.schema }
-func (d funcDataset) Fill(ctx context.Context, s *Slot) error { return d.fill(ctx, s) }
+func (d funcDataset) Len() int               { return d.n }
+func (d funcDataset) Schema() collate.Schema { return d.schema }
+
+// Fill runs fill, for an index in [0, n) only: a Slot made by hand
+// (NewSlot) may name any.
+func (d funcDataset) Fill(ctx context.Context, s *Slot) error {
+	if i := s.Index(); i < 0 || i >= d.n {
+		return fmt.Errorf("engine: DatasetFunc: index %d is out of range [0, %d)", i, d.n)
+	}
+	return d.fill(ctx, s)
+}
 
 // check refuses a nil fill; New and the wrappers call it, since
 // DatasetFunc has no error to return. A negative n is refused as any

@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
 // Datasets built from datasets, as torch.utils.data's ConcatDataset, Subset
@@ -114,6 +116,19 @@ func (c *concatDataset) WritesEveryByte() bool {
 	return true
 }
 
+// Fingerprint: each dataset's length and parts, by position.
+func (c *concatDataset) Fingerprint() Fingerprint {
+	f := Fingerprint{"concat": strconv.Itoa(len(c.ds))}
+	start := 0
+	for k, d := range c.ds {
+		p := "concat." + strconv.Itoa(k)
+		f[p+".len"] = strconv.Itoa(c.ends[k] - start)
+		f.Nest(p, FingerprintOf(d))
+		start = c.ends[k]
+	}
+	return f
+}
+
 func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
 	i := s.Index()
 	k := sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
@@ -157,6 +172,16 @@ func (d *subsetDataset) Schema() collate.Schema { return d.ds.Schema() }
 
 // WritesEveryByte reports whether the dataset it is a subset of does.
 func (d *subsetDataset) WritesEveryByte() bool { return writesEveryByte(d.ds) }
+
+// Fingerprint: the indices (hashed), the length and parts of the dataset
+// they index.
+func (d *subsetDataset) Fingerprint() Fingerprint {
+	f := Fingerprint{"subset.indices": ident.Ints(d.idx)}
+	if n, err := datasetLen(d.ds); err == nil {
+		f["subset.of.len"] = strconv.Itoa(n)
+	}
+	return f.Nest("subset.of", FingerprintOf(d.ds))
+}
 
 func (d *subsetDataset) Fill(ctx context.Context, s *Slot) error {
 	i := s.Index()

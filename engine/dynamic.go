@@ -15,6 +15,21 @@ type dynField struct {
 	pad         []byte
 }
 
+// NewLayout returns the layout of a Loader's batches of up to batch
+// samples of schema s: its fields, plus the int64 "<name>_len" field of
+// each Dynamic field. Lay a buffer out with it for NewSlot, to run a Fill
+// outside a Loader as the Loader would.
+func NewLayout(s collate.Schema, batch int) (*collate.Layout, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: NewLayout: %w", err)
+	}
+	full, _, err := withLengths(s)
+	if err != nil {
+		return nil, fmt.Errorf("engine: NewLayout: %w", err)
+	}
+	return collate.NewLayout(full, batch)
+}
+
 // withLengths returns the layout schema: s, a valid schema, plus an int64
 // "<name>_len" field after it for each Dynamic field, and those fields'
 // positions. A field of s already named like a lengths field is a schema

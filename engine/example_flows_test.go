@@ -85,10 +85,10 @@ func ExampleLoader_State() {
 		fmt.Println("after", b.Indices())
 	}
 	// Output:
-	// before [5 2]
-	// after [1 4]
-	// after [6 0]
-	// after [3 7]
+	// before [6 7]
+	// after [2 4]
+	// after [1 3]
+	// after [0 5]
 }
 
 // A sample that fails is an error naming its index; Config.OnError skips

@@ -63,9 +63,9 @@ func ExampleTensors() {
 		fmt.Println(b.Indices(), collate.As[float32](b.Tensor("x")), collate.As[int64](b.Tensor("y")))
 	}
 	// Output:
-	// [2 1] [2 2 1 1] [12 11]
-	// [3 0] [3 3 0 0] [13 10]
-	// [4] [4 4] [14]
+	// [0 2] [0 0 2 2] [10 12]
+	// [4 1] [4 4 1 1] [14 11]
+	// [3] [3 3] [13]
 }
 
 // A variable-length field: each sample writes its own number of rows with

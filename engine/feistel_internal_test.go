@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // lazyOf returns s's order computed per position.
@@ -62,31 +63,100 @@ func TestShuffledIsAPermutationOfLargeN(t *testing.T) {
 	}
 }
 
-// Over 20000 seeds, each index of N = 10 lands at each position about
-// equally often. The seeds are fixed, so the statistic is too; the bound
-// is far above what a uniform shuffle gives (9 degrees of freedom: mean
-// 9, and 40 has p < 10⁻⁵).
+// shuffleAlpha is the significance at which TestShuffledIsUniform
+// rejects a shuffle. The seeds are fixed, so each statistic is too: the
+// test cannot flake, and a uniform shuffle passes all of its hundreds
+// of statistics but with probability about 10⁻³.
+const shuffleAlpha = 1e-6
+
+// chiSquare returns the p-value of counts against equal expectations.
+func chiSquare(counts []int) (chi2, p float64) {
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	want := float64(total) / float64(len(counts))
+	for _, c := range counts {
+		d := float64(c) - want
+		chi2 += d * d / want
+	}
+	return chi2, distuv.ChiSquared{K: float64(len(counts) - 1)}.Survival(chi2)
+}
+
+// A shuffle is uniform at every N: over many seeds, the index at each of
+// the first positions (N = 2…64), the ordered pair at positions 0 and 1
+// (N = 2…17) and the whole permutation (N = 2…5) fall in each of their
+// categories about equally often, by χ² at shuffleAlpha. So do the
+// permutations of later draws (NumSamples past N) and of later epochs.
+// Past smallShuffle the order is the Feistel network's, whose first
+// positions are checked the same way at a few N.
 func TestShuffledIsUniform(t *testing.T) {
-	const n, seeds = 10, 20000
-	var count [n][n]int // [index][position]
-	for seed := range uint64(seeds) {
-		o := lazyOf(t, Shuffled{N: n, Seed: seed}, 0)
-		for i := range n {
-			count[o.at(i)][i]++
+	type stat struct {
+		name   string
+		counts []int
+		at     func(o lazyOrder) int // the category of an order
+	}
+	check := func(n int, order func(seed uint64) lazyOrder, stats []stat) {
+		seeds := 20000
+		for _, s := range stats {
+			seeds = max(seeds, 40*len(s.counts))
+		}
+		for seed := range uint64(seeds) {
+			o := order(seed)
+			for _, s := range stats {
+				s.counts[s.at(o)]++
+			}
+		}
+		for _, s := range stats {
+			chi2, p := chiSquare(s.counts)
+			assert.Greater(t, p, shuffleAlpha, "N %d, %s: chi-square %.1f on %d degrees of freedom over %d seeds", n, s.name, chi2, len(s.counts)-1, seeds)
 		}
 	}
-	want := float64(seeds) / n
-	worst := 0.0
-	for index := range n {
-		chi2 := 0.0
-		for pos := range n {
-			d := float64(count[index][pos]) - want
-			chi2 += d * d / want
-		}
-		worst = math.Max(worst, chi2)
-		assert.Less(t, chi2, 40.0, "index %d: positions %v", index, count[index])
+	position := func(n, i int) stat {
+		return stat{fmt.Sprintf("the index at position %d", i), make([]int, n), func(o lazyOrder) int { return o.at(i) }}
 	}
-	t.Logf("worst chi-square over the indices: %.1f (9 degrees of freedom)", worst)
+	for n := 2; n <= 64; n++ {
+		stats := []stat{position(n, 0), position(n, 1), position(n, n-1)}
+		if n <= 17 {
+			pair := func(o lazyOrder) int { // the n(n-1) ordered pairs of distinct indices
+				a, b := o.at(0), o.at(1)
+				if b > a {
+					b--
+				}
+				return a*(n-1) + b
+			}
+			stats = append(stats, stat{"the pair at positions 0 and 1", make([]int, n*(n-1)), pair})
+		}
+		if n <= 5 {
+			stats = append(stats, stat{"the permutation", make([]int, int(math.Round(math.Gamma(float64(n+1))))), func(o lazyOrder) int { return permRank(materialize(o)) }})
+		}
+		check(n, func(seed uint64) lazyOrder { return lazyOf(t, Shuffled{N: n, Seed: seed}, 0) }, stats)
+	}
+	for _, n := range []int{2, 3, 6, 17, 64} { // later draws and epochs
+		draw := func(o lazyOrder) int { return o.at(n + 1) }
+		check(n, func(seed uint64) lazyOrder { return lazyOf(t, Shuffled{N: n, Seed: seed, NumSamples: 3 * n}, 0) },
+			[]stat{{"the index at position 1 of draw 1", make([]int, n), draw}})
+		check(n, func(seed uint64) lazyOrder { return lazyOf(t, Shuffled{N: n, Seed: 7}, int(seed)) },
+			[]stat{position(n, 0), position(n, n-1)})
+	}
+	for _, n := range []int{smallShuffle + 1, 1000, 5000} { // the Feistel network's
+		check(n, func(seed uint64) lazyOrder { return lazyOf(t, Shuffled{N: n, Seed: seed}, 0) }, []stat{position(n, 0), position(n, n/2)})
+	}
+}
+
+// permRank numbers a permutation of 0..len(p)-1 in [0, len(p)!).
+func permRank(p []int) int {
+	rank := 0
+	for i := range p {
+		smaller := 0
+		for _, v := range p[i+1:] {
+			if v < p[i] {
+				smaller++
+			}
+		}
+		rank = rank*(len(p)-i) + smaller
+	}
+	return rank
 }
 
 // Epochs, seeds and draws give other permutations.
@@ -128,7 +198,7 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 				for rank := range w {
 					for _, drop := range []bool{false, true} {
 						for _, skip := range []int{0, 1, 4, 100} {
-							d := sharded{s, RankInfo{Rank: rank, WorldSize: w}, drop, skip}
+							d := sharded{s, RankInfo{Rank: rank, WorldSize: w}, drop, skip, lazyOf(t, s, epoch).span()}
 							want := d.Order(epoch)
 							got, ok := d.lazy(epoch)
 							require.True(t, ok)

@@ -349,3 +349,65 @@ func workerGoroutines() int {
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "engine.(*worker).loop(") + strings.Count(string(buf), "engine.(*run).workOnce(")
 }
+
+// A Tensor kept past its loop body and read after the batch was
+// released is reported, naming the batch, in the checked mode (on under
+// go test), instead of reading the batch its buffer holds by then (a new
+// user's batch [0 … 9] read [980 … 989]). Retained, it reads its own
+// samples; with the check off (TENSORBATCH_CHECK_RELEASED=0) the read
+// goes unchecked, zero copy as always.
+func TestStaleTensorReadIsReported(t *testing.T) {
+	for _, w := range []int{0, 2} {
+		l := newLoader(t, engine.DatasetFunc(1000, indexSchema, fillIndex), engine.Config{BatchSize: 10, Workers: w})
+		var stale, kept collate.Tensor
+		var retained *engine.Batch
+		for b, err := range l.Epoch(context.Background(), 0) {
+			require.NoError(t, err)
+			switch b.IndexInEpoch() {
+			case 0:
+				stale = b.Tensor("index")
+			case 1:
+				b.Retain()
+				retained, kept = b, b.Tensor("index")
+			}
+		}
+		want := "collate: a tensor (field \"index\") of batch 0 of epoch 0 read after it was released: its memory may hold other data now; call Retain in the loop body to keep a batch past it, and Release when done"
+		assert.PanicsWithValue(t, want, func() { collate.As[int64](stale) }, "workers %d", w)
+		assert.PanicsWithValue(t, want, func() { stale.Bytes() }, "workers %d", w)
+		dst, err := collate.MakeTensor(collate.Int64, []int{10}, make([]byte, 80))
+		require.NoError(t, err)
+		assert.PanicsWithValue(t, want, func() { collate.Gather(dst, stale, []int64{0}) }, "workers %d", w)
+		assert.Equal(t, []int64{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, collate.As[int64](kept), "workers %d", w)
+		retained.Release()
+		assert.Panics(t, func() { collate.As[int64](kept) }, "workers %d", w)
+	}
+}
+
+// CheckReleased: $TENSORBATCH_CHECK_RELEASED turns the check off or on,
+// Config.CheckReleased on whatever the variable says, and another value
+// of the variable is an error naming it.
+func TestCheckReleasedSwitch(t *testing.T) {
+	staleRead := func(cfg engine.Config) (panicked bool) {
+		cfg.BatchSize = 10
+		l := newLoader(t, engine.DatasetFunc(100, indexSchema, fillIndex), cfg)
+		var stale collate.Tensor
+		for b, err := range l.Epoch(context.Background(), 0) {
+			require.NoError(t, err)
+			if b.IndexInEpoch() == 0 {
+				stale = b.Tensor("index")
+			}
+		}
+		defer func() { panicked = recover() != nil }()
+		collate.As[int64](stale)
+		return false
+	}
+	assert.True(t, staleRead(engine.Config{}), "under go test")
+	t.Setenv(engine.EnvCheckReleased, "0")
+	assert.False(t, staleRead(engine.Config{}), "%s=0", engine.EnvCheckReleased)
+	assert.True(t, staleRead(engine.Config{CheckReleased: true}), "Config.CheckReleased")
+	t.Setenv(engine.EnvCheckReleased, "1")
+	assert.True(t, staleRead(engine.Config{}), "%s=1", engine.EnvCheckReleased)
+	t.Setenv(engine.EnvCheckReleased, "yes")
+	_, err := engine.New(engine.DatasetFunc(100, indexSchema, fillIndex), engine.Config{})
+	assert.ErrorContains(t, err, engine.EnvCheckReleased)
+}

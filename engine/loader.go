@@ -38,6 +38,8 @@ type loader struct {
 	consumer *worker         // the consumer's goroutine as a worker, when Workers is 0
 	dyn      []dynField      // the Dynamic fields and their length fields
 	zero     bool            // zero a buffer before Fill: neither Config.SkipZeroing nor a FullWriter
+	checked  bool            // lease every batch's tensors (Config.CheckReleased)
+	fp       Fingerprint     // the dataset's and its order's, for State.Dataset
 	active   *run
 	closed   bool
 	workers  []*worker      // persistent workers; nil until the first epoch
@@ -106,21 +108,26 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 		slog.Info("tensorbatch: sharding epochs", "rank", shard.Rank, "world_size", shard.WorldSize, "from", shard.Source,
 			"local_rank", shard.LocalRank, "local_from", shard.LocalSource)
 	}
+	checked, err := cfg.checkReleased()
+	if err != nil {
+		return nil, err
+	}
 	sel, err := pinned.Select(cfg.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("engine: Config.Backend: %w", err)
 	}
 	l := &loader{
-		ds:     ds,
-		src:    sourceOf(ds),
-		cfg:    cfg,
-		sel:    sel,
-		shard:  shard,
-		pool:   pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
-		logger: slog.Default(),
-		layout: layout,
-		dyn:    dyn,
-		zero:   !cfg.SkipZeroing && !writesEveryByte(ds),
+		ds:      ds,
+		src:     sourceOf(ds),
+		cfg:     cfg,
+		sel:     sel,
+		shard:   shard,
+		pool:    pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
+		logger:  slog.Default(),
+		layout:  layout,
+		dyn:     dyn,
+		zero:    !cfg.SkipZeroing && !writesEveryByte(ds),
+		checked: checked,
 	}
 	if g, ok := sel.Backend.(*pinned.GPU); ok {
 		l.gpu = g
@@ -131,6 +138,9 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
 	if err := l.src.check(cfg, shard); err != nil {
+		return nil, err
+	}
+	if l.fp, err = l.fingerprintOnce(); err != nil {
 		return nil, err
 	}
 	if cfg.Resume != nil {
@@ -428,7 +438,7 @@ func datasetLen(ds Dataset) (n int, err error) {
 // lazyLister is a BatchSampler whose batches the loader can compute one
 // at a time (Batched over Shuffled or Sequential; NOTE [feistel]).
 type lazyLister interface {
-	lazyList(epoch int) (batchList, bool)
+	lazyList(epoch int) (lazyBatches, bool)
 }
 
 // epochBatches returns the batches of epoch from the dataset's length at
@@ -442,23 +452,30 @@ func (l *loader) epochBatches(epoch, skip int) (list batchList, err error) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
+			if oe, ok := v.(orderError); ok {
+				err = fmt.Errorf("epoch %d: %w", epoch, oe.error)
+				return
+			}
 			err = fmt.Errorf("engine: the sampler of epoch %d over %d samples: %w", epoch, n, panicError(v))
 		}
 	}()
 	bs, _ := l.batchSampler(n, skip)
+	field := "Sampler"
+	if l.cfg.BatchSampler != nil {
+		field = "BatchSampler"
+	}
 	if ll, ok := bs.(lazyLister); ok {
 		if list, ok := ll.lazyList(epoch); ok {
+			if span := list.o.span(); span > n {
+				return nil, configError(field, "gives indices up to %d in epoch %d; the dataset has %d samples", span-1, epoch, n)
+			}
 			return list, nil
 		}
 	}
 	if n > maxSamples {
 		return nil, fmt.Errorf("epoch %d: engine: Dataset.Len is %d, more than the %d samples an epoch's materialized order can hold (only Shuffle and Sequential orders are computed per position)", epoch, n, maxSamples)
 	}
-	batches := bs.Batches(epoch)
-	if err := checkBatches(batches, n); err != nil {
-		return nil, err
-	}
-	return sliceBatches(batches), nil
+	return sliceBatches(bs.Batches(epoch)), nil // checked by sharded or shardedBatches
 }
 
 // newLayout lays out batches of size samples; a batch too large to address

@@ -436,3 +436,80 @@ func FuzzState(f *testing.F) {
 		require.Equal(t, want, got, "state %+v", st)
 	})
 }
+
+// A state carries its dataset's and order's fingerprint: New refuses it
+// for another dataset or order of the same length, schema and seed,
+// naming what differs, and Config.ResumeChanged resumes it anyway with a
+// warning. A state without one (saved before) resumes as it always did.
+func TestResumeRefusesAnotherDatasetOrOrder(t *testing.T) {
+	tensors := func(offset int64) engine.Dataset {
+		idx := make([]int64, 40)
+		for i := range idx {
+			idx[i] = int64(i) + offset
+		}
+		tt, err := collate.FromSlice(idx)
+		require.NoError(t, err)
+		xs, err := collate.FromSlice(make([]float32, 40*60), 40, 3, 4, 5)
+		require.NoError(t, err)
+		ds, err := engine.Tensors([]string{"index", "x"}, tt, xs)
+		require.NoError(t, err)
+		return ds
+	}
+	a, b := tensors(0), tensors(100)
+	concat := func(ds ...engine.Dataset) engine.Dataset {
+		c, err := engine.Concat(ds...)
+		require.NoError(t, err)
+		return c
+	}
+	subset := func(ds engine.Dataset, idx ...int) engine.Dataset {
+		s, err := engine.Subset(ds, idx)
+		require.NoError(t, err)
+		return s
+	}
+	shuffled := engine.Config{BatchSize: 4, Shuffle: true, Seed: 3}
+	for _, tc := range []struct {
+		name       string
+		saved, now engine.Dataset
+		cfg, cfg2  engine.Config
+		differs    string
+	}{
+		{"tensors with other data", a, b, shuffled, shuffled, "dataset.tensors.index"},
+		{"concat in another order", concat(a, b), concat(b, a), shuffled, shuffled, "dataset.concat.0.tensors.index"},
+		{"subset of other indices", subset(a, 0, 1, 2, 3, 4, 5, 6, 7), subset(a, 7, 6, 5, 4, 3, 2, 1, 0), shuffled, shuffled, "dataset.subset.indices"},
+		{"shuffled → sequential", a, a, shuffled, engine.Config{BatchSize: 4, Seed: 3}, `order: "shuffled v2" in the state, now "sequential"`},
+		{"another sampler seed", a, a, engine.Config{BatchSize: 4, Sampler: engine.Shuffled{N: 40, Seed: 1}}, engine.Config{BatchSize: 4, Sampler: engine.Shuffled{N: 40, Seed: 2}}, "order.seed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLoader(t, tc.saved, tc.cfg)
+			_, st := runSteps(t, l, 0, 1, 3)
+			require.NotEmpty(t, st.Dataset)
+			cfg := tc.cfg2
+			cfg.Resume = roundTrip(t, st)
+			_, err := engine.New(tc.now, cfg)
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "Config.Resume: Dataset")
+			assert.ErrorContains(t, err, tc.differs)
+			assert.ErrorContains(t, err, "Config.ResumeChanged")
+
+			log := captureLog(t)
+			cfg.ResumeChanged = true
+			l2 := newLoader(t, tc.now, cfg)
+			assert.Contains(t, log.String(), "Config.ResumeChanged")
+			_, _ = runSteps(t, l2, st.Epoch, st.Epoch+1, -1)
+
+			same := tc.cfg
+			same.Resume = roundTrip(t, st)
+			newLoader(t, tc.saved, same) // the same dataset resumes
+
+			old := roundTrip(t, st)
+			old.Dataset = nil // saved before fingerprints
+			cfg.ResumeChanged, cfg.Resume = false, old
+			_, err = engine.New(tc.now, cfg)
+			if _, ok := cfg.Sampler.(engine.Shuffled); (cfg.Shuffle || ok) && old.Position > 0 { // a few samples shuffled: their permutations changed since
+				assert.ErrorContains(t, err, "resume from the start of epoch")
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+}

@@ -783,6 +783,9 @@ func (r *run) take(k int) (*Batch, error) {
 			b := r.newBatch()
 			b.l, b.epoch, b.number, b.n, b.layout, b.inLoop = r.l, r.epoch, number, len(p.indices), r.layout, true
 			b.buf, b.dev, b.stream, b.longest = p.buf, p.dev, p.stream, p.longest
+			if r.l.checked {
+				b.lease = collate.NewLease(b, "call Retain in the loop body to keep a batch past it, and Release when done")
+			}
 			switch {
 			case p.failed != nil:
 				b.idx, b.n = p.idx, len(p.idx)

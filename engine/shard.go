@@ -67,10 +67,12 @@ type sharded struct {
 	shard    RankInfo
 	dropLast bool
 	skip     int
+	n        int // the dataset's Len: Order panics on an index outside it (checkIndices)
 }
 
 func (d sharded) Order(epoch int) []int {
 	order := d.s.Order(epoch)
+	checkIndices(order, d.n, "Sampler", -1)
 	n, w := len(order), d.shard.WorldSize
 	rest := order[min(d.skip, n):]
 	if w == 1 || len(rest) == 0 {
@@ -124,7 +126,8 @@ type shardedOrder struct {
 	length              int
 }
 
-func (o shardedOrder) len() int { return o.length }
+func (o shardedOrder) len() int  { return o.length }
+func (o shardedOrder) span() int { return o.g.span() }
 
 func (o shardedOrder) at(i int) int {
 	pos := o.rank + i*o.w
@@ -154,10 +157,14 @@ type shardedBatches struct {
 	bs    BatchSampler
 	shard RankInfo
 	skip  int
+	n     int // the dataset's Len: Batches panics on an index outside it (checkIndices)
 }
 
 func (d shardedBatches) Batches(epoch int) [][]int {
 	all := d.bs.Batches(epoch)
+	for k, b := range all {
+		checkIndices(b, d.n, "BatchSampler", k)
+	}
 	all = all[min(d.skip, len(all)):]
 	w := d.shard.WorldSize
 	if w == 1 {

@@ -78,7 +78,7 @@ func (mapSource) check(Config, RankInfo) error { return nil }
 
 func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, int) {
 	if cfg.BatchSampler != nil {
-		return shardedBatches{cfg.BatchSampler, sh, skip}, -1
+		return shardedBatches{cfg.BatchSampler, sh, skip, n}, -1
 	}
 	s, count := cfg.Sampler, -1
 	switch {
@@ -97,7 +97,7 @@ func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, in
 		}
 		count = Batched{Size: b, DropLast: cfg.DropLast}.count(m)
 	}
-	return Batched{Sampler: sharded{s, sh, cfg.DropUneven, skip}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, count
+	return Batched{Sampler: sharded{s, sh, cfg.DropUneven, skip, n}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, count
 }
 
 // position: BatchSize×WorldSize samples of the global order a batch, or

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -49,6 +50,11 @@ type State struct {
 	Schema    string `json:"schema"`
 	BatchSize int    `json:"batch_size"`
 	WorldSize int    `json:"world_size"`
+	// Dataset is the fingerprint of the dataset and its order (see
+	// Fingerprint): New refuses a state whose parts differ from the
+	// loader's, naming them, unless Config.ResumeChanged. States saved
+	// before it existed lack it; they resume unchecked, as before.
+	Dataset Fingerprint `json:"dataset,omitempty"`
 }
 
 // State.Source values.
@@ -126,6 +132,9 @@ func (l *loader) checkResume(st *State, n int) error {
 	case len(st.Done) > 0 && (st.WorldSize != l.shard.WorldSize || st.BatchSize != l.cfg.BatchSize):
 		return bad("Done", "an out-of-order state resumes only with its WorldSize (%d) and BatchSize (%d)", st.WorldSize, st.BatchSize)
 	}
+	if err := l.checkDataset(st, n); err != nil {
+		return err
+	}
 	units, err := l.epochUnits(st.Epoch, n)
 	if err != nil {
 		return bad("Epoch", "%v", err)
@@ -151,6 +160,43 @@ func (l *loader) checkResume(st *State, n int) error {
 		}
 	}
 	return nil
+}
+
+// checkDataset refuses a state whose Dataset fingerprint differs from the
+// loader's, unless Config.ResumeChanged, which logs the differences.
+// A state saved before fingerprints existed resumes unchecked, but for a
+// position in a shuffled order of at most smallShuffle samples, whose
+// permutations changed since (TestShuffledIsUniform).
+func (l *loader) checkDataset(st *State, n int) error {
+	if st.Dataset == nil {
+		if (st.Position > 0 || len(st.Done) > 0) && l.smallShuffle(n) {
+			return configError("Resume", "Dataset: the state has no dataset fingerprint, so it was saved before the shuffled orders of at most %d samples changed (to uniform permutations): its position would name other samples of this %d-sample dataset; resume from the start of epoch %d (Position 0)", smallShuffle, n, st.Epoch)
+		}
+		return nil
+	}
+	diff := l.fp.diff(st.Dataset)
+	switch {
+	case len(diff) == 0:
+		return nil
+	case l.cfg.ResumeChanged:
+		l.logger.Warn("tensorbatch: resuming a state saved from another dataset or order (Config.ResumeChanged)", "differences", diff)
+		return nil
+	}
+	shown := diff[:min(len(diff), 5)]
+	more := ""
+	if len(diff) > len(shown) {
+		more = fmt.Sprintf("; and %d more", len(diff)-len(shown))
+	}
+	return configError("Resume", "Dataset: the state was saved from another dataset or order, and would resume into other batches: %s%s (Config.ResumeChanged resumes anyway)", strings.Join(shown, "; "), more)
+}
+
+// smallShuffle reports whether the loader's order is a shuffle of at most
+// smallShuffle samples, whose permutations changed with fingerprints.
+func (l *loader) smallShuffle(n int) bool {
+	if s, ok := l.cfg.Sampler.(Shuffled); ok {
+		return s.N <= smallShuffle
+	}
+	return l.cfg.Shuffle && l.cfg.Sampler == nil && l.cfg.BatchSampler == nil && n <= smallShuffle && l.source() == SourceMap
 }
 
 // position is where the loader stands: the epoch in progress (or last
@@ -191,7 +237,8 @@ func (l *loader) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, _ := datasetLen(l.ds)
-	st := State{Source: l.source(), Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.shard.WorldSize}
+	st := State{Source: l.source(), Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.shard.WorldSize,
+		Dataset: maps.Clone(l.fp)}
 	p := &l.pos
 	switch {
 	case !p.ran:

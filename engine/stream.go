@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -187,6 +189,26 @@ func (d *IterableDataset) ReadRetries() int64 {
 		return r.ReadRetries()
 	}
 	return 0
+}
+
+// Fingerprint: the shards' base names in listed order with their counts
+// (hashed: shards moved to another folder or bucket keep it), the
+// IterableConfig fields that order an epoch, and the Iterable's own parts
+// (a shards.Source adds what identifies its objects' contents).
+func (d *IterableDataset) Fingerprint() Fingerprint {
+	list := make([]string, 0, 2*len(d.shards))
+	for _, sh := range d.shards {
+		name, _, _ := strings.Cut(sh.Name, "?")
+		name = name[strings.LastIndexAny(name, `/\`)+1:]
+		list = append(list, name, strconv.Itoa(sh.Samples))
+	}
+	f := Fingerprint{
+		"iterable.shards":         strconv.Itoa(len(d.shards)) + " " + FingerprintHash(list...),
+		"iterable.shuffle_shards": strconv.FormatBool(d.sc.ShuffleShards),
+		"iterable.shuffle_buffer": strconv.Itoa(d.sc.ShuffleBuffer),
+		"iterable.drop_uneven":    strconv.FormatBool(d.sc.DropUneven),
+	}
+	return f.Nest("iterable.source", FingerprintOf(d.src))
 }
 
 // Fill takes the record of s.Index() from the reads of the loader's epoch,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
 // BatchFiller is implemented by datasets that fill a whole batch at once:
@@ -97,8 +98,20 @@ func (d *TensorsDataset) Schema() collate.Schema { return d.schema }
 // (FullWriter).
 func (d *TensorsDataset) WritesEveryByte() bool { return true }
 
+// Fingerprint: each tensor's name, dtype, shape and sampled bytes.
+func (d *TensorsDataset) Fingerprint() Fingerprint {
+	f := Fingerprint{}
+	for i, t := range d.data {
+		f["tensors."+d.names[i]] = fmt.Sprintf("%s%v %s", t.DType(), t.Shape(), ident.Bytes(t.Bytes()))
+	}
+	return f
+}
+
 // Fill copies sample s.Index()'s rows (used when called outside a batch).
 func (d *TensorsDataset) Fill(_ context.Context, s *Slot) error {
+	if i := s.Index(); i < 0 || i >= d.n {
+		return fmt.Errorf("engine: Tensors: index %d is out of range [0, %d)", i, d.n)
+	}
 	for i, t := range d.data {
 		row := len(t.Bytes()) / d.n
 		copy(s.Tensor(d.names[i]).Bytes(), t.Bytes()[s.Index()*row:(s.Index()+1)*row])

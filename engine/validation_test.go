@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,3 +181,45 @@ func TestDropLastEpochWithoutABatchWarnsOnce(t *testing.T) {
 		assert.NotContains(t, logs.String(), "DropLast")
 	})
 }
+
+// TestSamplerBeyondTheDataset: a Sampler whose N exceeds the dataset's Len
+// is an error naming Config.Sampler, for the lazy orders as for the
+// materialized ones, before any Fill sees an index out of range.
+func TestSamplerBeyondTheDataset(t *testing.T) {
+	for _, s := range []engine.Sampler{
+		engine.Shuffled{N: 9, Seed: 1},
+		engine.Sequential{N: 9},
+		engine.Shuffled{N: 9, Seed: 1, NumSamples: 3},
+		listSampler{0, 8, 1},
+	} {
+		for _, world := range []int{1, 2} {
+			var filled []int
+			var mu sync.Mutex
+			ds := engine.DatasetFunc(5, indexSchema, func(ctx context.Context, s *engine.Slot) error {
+				mu.Lock()
+				filled = append(filled, s.Index())
+				mu.Unlock()
+				return fillIndex(ctx, s)
+			})
+			l, err := engine.New(ds, engine.Config{BatchSize: 2, Sampler: s, WorldSize: world})
+			require.NoError(t, err)
+			var got error
+			for _, err := range l.Epoch(context.Background(), 0) {
+				if err != nil {
+					got = err
+				}
+			}
+			require.Error(t, got, "%#v", s)
+			assert.Contains(t, got.Error(), "Sampler", "%#v", s)
+			assert.Contains(t, got.Error(), "5 samples", "%#v", s)
+			assert.Empty(t, filled, "%#v: Fill ran", s)
+			assert.Zero(t, l.Len(), "%#v", s)
+			require.NoError(t, l.Close())
+		}
+	}
+}
+
+// listSampler is a materialized order.
+type listSampler []int
+
+func (s listSampler) Order(int) []int { return slices.Clone(s) }
