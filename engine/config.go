@@ -92,7 +92,7 @@ type Config struct {
 	// State was taken after, with the same batches, bit for bit, as the
 	// uninterrupted run (for the same world size and batch size), whatever
 	// Workers and PrefetchFactor are. A state that does not fit (another
-	// Source, dataset length, schema or seed, a Position past its epoch, a
+	// Kind, dataset, length, schema or seed, a Position past its epoch, a
 	// bad Done list; see State) is refused by New, naming the field. An
 	// Epoch before Resume.Epoch run first is an error naming both epochs;
 	// a later one starts fresh and drops the saved position.
@@ -295,7 +295,7 @@ func (c Config) window() int {
 func (c Config) LogValue() slog.Value {
 	resume := slog.Any("resume", nil)
 	if st := c.Resume; st != nil {
-		resume = slog.Group("resume", slog.String("source", st.Source), slog.Int("epoch", st.Epoch),
+		resume = slog.Group("resume", slog.String("source", st.Kind), slog.Int("epoch", st.Epoch),
 			slog.Int("position", st.Position), slog.Int("batches", st.Batches), slog.Int("done", len(st.Done)))
 	}
 	return slog.GroupValue(

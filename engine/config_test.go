@@ -50,7 +50,7 @@ func TestConfigLogValueCoversEveryField(t *testing.T) {
 		Workers: 3, PrefetchFactor: 5, RestartWorkers: true, Timeout: time.Second,
 		WorkerInit: engine.WorkerInitFunc(func(context.Context, int) error { return nil }),
 		OutOfOrder: true, OnError: engine.ErrorPolicy{Skip: 2, Retries: 1},
-		Resume: &engine.State{Source: engine.SourceMap, Epoch: 2, Position: 8, Batches: 2, Done: []int{4}}, ResumeChanged: true,
+		Resume: &engine.State{Kind: engine.KindMap, Epoch: 2, Position: 8, Batches: 2, Done: []int{4}}, ResumeChanged: true,
 		LogEvery: 10, Sampler: engine.WeightedRandom{Weights: []float64{1, 2}, NumSamples: 2},
 		BatchSampler: engine.Batched{Sampler: engine.Sequential{N: 2}, Size: 1}, SkipZeroing: true,
 		MaxPinnedBytes: 1 << 20, Rank: 1, WorldSize: 2, WriteCombined: true, Stream: 0x10, CheckReleased: true, Backend: "cpu",

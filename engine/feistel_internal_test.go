@@ -198,7 +198,7 @@ func TestLazyOrdersAreTheirOrders(t *testing.T) {
 				for rank := range w {
 					for _, drop := range []bool{false, true} {
 						for _, skip := range []int{0, 1, 4, 100} {
-							d := sharded{s, RankInfo{Rank: rank, WorldSize: w}, drop, skip, lazyOf(t, s, epoch).span()}
+							d := rankSplit{s, RankInfo{Rank: rank, WorldSize: w}, drop, skip, lazyOf(t, s, epoch).span()}
 							want := d.Order(epoch)
 							got, ok := d.lazy(epoch)
 							require.True(t, ok)

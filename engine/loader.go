@@ -24,10 +24,10 @@ import (
 // Close becomes unreachable and its cleanup closes the loader (see New).
 type loader struct {
 	ds     Dataset
-	src    source // how ds's epochs are ordered and read; see NOTE [sources]
+	access access // how ds's epochs are ordered and read; see NOTE [access]
 	cfg    Config
 	sel    pinned.Selection
-	shard  RankInfo
+	rank   RankInfo
 	gpu    *pinned.GPU  // nil on the cpu backend
 	pool   *pinned.Pool // host buffers
 	dpool  *pinned.Pool // device buffers; nil on the cpu backend
@@ -100,13 +100,13 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	if err := cfg.checkPinned(layout); err != nil {
 		return nil, err
 	}
-	shard, err := cfg.shard()
+	rank, err := cfg.rankInfo()
 	if err != nil {
 		return nil, err
 	}
-	if shard.WorldSize > 1 {
-		slog.Info("tensorbatch: sharding epochs", "rank", shard.Rank, "world_size", shard.WorldSize, "from", shard.Source,
-			"local_rank", shard.LocalRank, "local_from", shard.LocalSource)
+	if rank.WorldSize > 1 {
+		slog.Info("tensorbatch: splitting epochs across ranks", "rank", rank.Rank, "world_size", rank.WorldSize, "from", rank.From,
+			"local_rank", rank.LocalRank, "local_from", rank.LocalFrom)
 	}
 	checked, err := cfg.checkReleased()
 	if err != nil {
@@ -118,10 +118,10 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	}
 	l := &loader{
 		ds:      ds,
-		src:     sourceOf(ds),
+		access:  accessOf(ds),
 		cfg:     cfg,
 		sel:     sel,
-		shard:   shard,
+		rank:    rank,
 		pool:    pinned.NewPool(sel.Backend, cfg.MaxPinnedBytes, poolOptions(cfg)...),
 		logger:  slog.Default(),
 		layout:  layout,
@@ -137,7 +137,7 @@ func newLoader(ds Dataset, cfg Config) (*loader, error) {
 	if cfg.Workers == 0 {
 		l.consumer = newWorker(-1, cfg.Seed)
 	}
-	if err := l.src.check(cfg, shard); err != nil {
+	if err := l.access.check(cfg, rank); err != nil {
 		return nil, err
 	}
 	if l.fp, err = l.fingerprintOnce(); err != nil {
@@ -166,21 +166,21 @@ func (l *loader) Backend() pinned.Selection { return l.sel }
 func (l *loader) Config() Config { return l.cfg }
 
 // RankInfo returns this process's rank and the world size epochs are
-// sharded over.
-func (l *loader) RankInfo() RankInfo { return l.shard }
+// split over.
+func (l *loader) RankInfo() RankInfo { return l.rank }
 
 // batchSampler returns this rank's batch sampler for a dataset of n
 // samples, skipping the first skip units of the epoch's order, and its
 // batches per epoch when known without running it, else -1.
 func (l *loader) batchSampler(n, skip int) (BatchSampler, int) {
-	return l.src.batches(l.cfg, l.shard, n, skip)
+	return l.access.batches(l.cfg, l.rank, n, skip)
 }
 
 // Epoch returns the batches of epoch, in sampler order. Ranging over it
 // runs the epoch; each batch is recycled when the loop body returns unless
 // it was retained. An error ends the sequence: a *SampleError at the
 // failing sample's batch, after every batch before it, or the cause of
-// ctx's cancellation, or ErrClosed; for a IterableDataset, also a read
+// ctx's cancellation, or ErrClosed; for an IterableDataset, also a read
 // error after the last batch (a shard with more or fewer records than
 // listed, beyond the records of the batches).
 func (l *loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
@@ -281,7 +281,7 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	workers := l.workers
-	reader := l.src.begin(l.cfg, l.shard, epoch, batches) // after the last step that may fail
+	reader := l.access.begin(l.cfg, l.rank, epoch, batches) // after the last step that may fail
 	if l.cfg.Workers > 0 && workers == nil {
 		workers = make([]*worker, l.cfg.Workers)
 		for i := range workers {
@@ -396,7 +396,7 @@ func (l *loader) warnDropLast(epoch int) {
 	}
 	l.dropLastOnce.Do(func() {
 		l.logger.Warn(fmt.Sprintf("tensorbatch: DropLast drops every sample: BatchSize %d exceeds the %d samples of an epoch on this rank, so epochs deliver no batch", b.Size, samples),
-			"epoch", epoch, "batch_size", b.Size, "samples", samples, "rank", l.shard.Rank, "world_size", l.shard.WorldSize)
+			"epoch", epoch, "batch_size", b.Size, "samples", samples, "rank", l.rank.Rank, "world_size", l.rank.WorldSize)
 	})
 }
 
@@ -410,7 +410,7 @@ func (l *loader) startWorker(id int) *worker {
 }
 
 // maxSamples bounds Dataset.Len where the epoch's order is materialized
-// (a custom Sampler or BatchSampler, a IterableDataset), 8 bytes a
+// (a custom Sampler or BatchSampler, an IterableDataset), 8 bytes a
 // sample; maxLazySamples bounds it where the order is computed per
 // position (Shuffle, Sequential), with room for the arithmetic of
 // padding and batching.
@@ -475,7 +475,7 @@ func (l *loader) epochBatches(epoch, skip int) (list batchList, err error) {
 	if n > maxSamples {
 		return nil, fmt.Errorf("epoch %d: engine: Dataset.Len is %d, more than the %d samples an epoch's materialized order can hold (only Shuffle and Sequential orders are computed per position)", epoch, n, maxSamples)
 	}
-	return sliceBatches(bs.Batches(epoch)), nil // checked by sharded or shardedBatches
+	return sliceBatches(bs.Batches(epoch)), nil // checked by rankSplit or rankBatches
 }
 
 // newLayout lays out batches of size samples; a batch too large to address
@@ -717,7 +717,7 @@ func (l *loader) Stats() Stats {
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
-	s.ReadRetries, s.Storage = l.src.readRetries(), l.src.storageStats()
+	s.ReadRetries, s.Storage = l.access.readRetries(), l.access.storageStats()
 	s.Packing = packingStats(l.ds)
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()

@@ -225,7 +225,7 @@ func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
 		{"negative batches", func(st *engine.State) { st.Batches = -2 }, "engine: Config.Resume: Batches: -2, want >= 0"},
 		{"batch size 0", func(st *engine.State) { st.BatchSize = 0 }, "engine: Config.Resume: BatchSize: 0, want > 0"},
 		{"world size -1", func(st *engine.State) { st.WorldSize = -1 }, "engine: Config.Resume: WorldSize: -1, want > 0"},
-		{"unknown source", func(st *engine.State) { st.Source = "mmap" }, `engine: Config.Resume: Source: "mmap", want "map" or "iterable"`},
+		{"unknown source", func(st *engine.State) { st.Kind = "mmap" }, `engine: Config.Resume: Kind: "mmap", want "map" or "iterable"`},
 		{"duplicate done", func(st *engine.State) { st.Done = []int{5, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 5: want increasing batch numbers, each once"},
 		{"unsorted done", func(st *engine.State) { st.Done = []int{7, 5} }, "engine: Config.Resume: Done: entry 1 is batch 5 after batch 7"},
 		{"done past the end", func(st *engine.State) { st.Done = []int{4, 25} }, "engine: Config.Resume: Done: entry 1 is batch 25, want one after the first batch not delivered (2) and before the end of the epoch (25)"},
@@ -268,8 +268,8 @@ func TestResumeRefusesAStateOfTheOtherKindOfSource(t *testing.T) {
 		from, to func() engine.Dataset
 		want     string
 	}{
-		{"stream to map", stream, mapped, `engine: Config.Resume: Source: the state was saved from a "iterable" dataset, this one is a "map" dataset`},
-		{"map to stream", mapped, stream, `engine: Config.Resume: Source: the state was saved from a "map" dataset, this one is a "iterable" dataset`},
+		{"stream to map", stream, mapped, `engine: Config.Resume: Kind: the state was saved from a "iterable" dataset, this one is a "map" dataset`},
+		{"map to stream", mapped, stream, `engine: Config.Resume: Kind: the state was saved from a "map" dataset, this one is a "iterable" dataset`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, cut := range []int{1, 3, 5} {
@@ -512,4 +512,18 @@ func TestResumeRefusesAnotherDatasetOrOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A state saved while State.Kind was named Source (JSON "source") reads
+// as its Kind.
+func TestStateReadsTheOldSourceKey(t *testing.T) {
+	var st engine.State
+	require.NoError(t, json.Unmarshal([]byte(`{"source":"iterable","epoch":2,"position":8}`), &st))
+	assert.Equal(t, engine.State{Kind: engine.KindIterable, Epoch: 2, Position: 8}, st)
+	require.NoError(t, json.Unmarshal([]byte(`{"kind":"map","source":"iterable"}`), &st))
+	assert.Equal(t, engine.KindMap, st.Kind)
+	data, err := json.Marshal(engine.State{Kind: engine.KindMap})
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"kind":"map"`)
+	assert.NotContains(t, string(data), `"source"`)
 }

@@ -373,7 +373,7 @@ func (p pickedBatches) samples() int {
 
 // checkIndices panics with an orderError, naming the Config field the
 // order came from, unless every index of batch k (-1: of an order) is in
-// [0, n). sharded and shardedBatches check the global order with it,
+// [0, n). rankSplit and rankBatches check the global order with it,
 // before the split across ranks, so that every rank refuses the same
 // epoch; a lazy order is checked by its span instead (epochBatches).
 func checkIndices(idx []int, n int, field string, k int) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,18 +24,19 @@ import (
 // does not depend on Workers or PrefetchFactor.
 //
 // New refuses, naming the field, every State that does not fit the
-// loader: another Source, dataset length, schema or seed; a negative
+// loader: another Kind, dataset, length, schema or seed; a negative
 // field; a Position at or past the end of its epoch's order (a State taken
 // after an epoch's last batch names the next epoch, at Position 0); a Done
 // list that is not increasing, repeats a batch, or names a batch outside
 // the rest of the epoch. Resuming costs time linear in the epoch's length
 // and the Done list.
 type State struct {
-	// Source is the kind of dataset the state was saved from, SourceMap
-	// or SourceIterable: the two count positions differently, so a state of
+	// Kind is the kind of dataset the state was saved from, KindMap or
+	// KindIterable: the two count positions differently, so a state of
 	// one never resumes the other. (States saved before it existed lack
-	// it; they resume the dataset they are given, as they did then.)
-	Source string `json:"source"`
+	// it; they resume the dataset they are given, as they did then. States
+	// saved while it was named Source, JSON "source", read as Kind.)
+	Kind string `json:"kind"`
 
 	Epoch    int `json:"epoch"`
 	Position int `json:"position"` // units of the epoch's global order consumed by all ranks
@@ -57,10 +59,28 @@ type State struct {
 	Dataset Fingerprint `json:"dataset,omitempty"`
 }
 
-// State.Source values.
+// UnmarshalJSON reads a State, and the "source" of states saved when Kind
+// was named Source.
+func (st *State) UnmarshalJSON(data []byte) error {
+	type plain State
+	var v struct {
+		plain
+		Source string `json:"source"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*st = State(v.plain)
+	if st.Kind == "" {
+		st.Kind = v.Source
+	}
+	return nil
+}
+
+// State.Kind values.
 const (
-	SourceMap      = "map"      // a map-style Dataset: Position counts the epoch's global order
-	SourceIterable = "iterable" // a IterableDataset: Position counts this rank's own samples
+	KindMap      = "map"      // a map-style Dataset: Position counts the epoch's global order
+	KindIterable = "iterable" // an IterableDataset: Position counts this rank's own samples
 )
 
 // fingerprint is a schema's State.Schema.
@@ -75,31 +95,31 @@ func fingerprint(s collate.Schema) string {
 	return strings.Join(parts, "; ")
 }
 
-// source returns the loader's State.Source.
-func (l *loader) source() string {
-	kind, _ := l.src.position(l.cfg, l.shard)
+// kind returns the loader's State.Kind.
+func (l *loader) kind() string {
+	kind, _ := l.access.position(l.cfg, l.rank)
 	return kind
 }
 
 // unit returns the units of the epoch's order one batch of this rank
 // consumes: BatchSize×WorldSize samples of the global order, WorldSize
 // batches with a BatchSampler, or BatchSize of the rank's own samples of
-// a IterableDataset (see the sources' position).
+// an IterableDataset (see the accesses' position).
 func (l *loader) unit() int {
-	_, unit := l.src.position(l.cfg, l.shard)
+	_, unit := l.access.position(l.cfg, l.rank)
 	return unit
 }
 
 // epochUnits returns the length of epoch's order in the units Position
 // counts: samples of the global order, batches of a BatchSampler, or the
-// rank's own samples of a IterableDataset (see the sources' units).
+// rank's own samples of an IterableDataset (see the accesses' units).
 func (l *loader) epochUnits(epoch, n int) (units int, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the sampler of epoch %d: %w", epoch, panicError(v))
 		}
 	}()
-	return l.src.units(l.cfg, l.shard, epoch, n), nil
+	return l.access.units(l.cfg, l.rank, epoch, n), nil
 }
 
 // checkResume checks st against the loader's dataset and config. It takes
@@ -108,11 +128,11 @@ func (l *loader) checkResume(st *State, n int) error {
 	bad := func(field, format string, args ...any) error {
 		return configError("Resume", "%s: %s", field, fmt.Sprintf(format, args...))
 	}
-	switch schema, source := fingerprint(l.ds.Schema()), l.source(); {
-	case st.Source != "" && st.Source != SourceMap && st.Source != SourceIterable:
-		return bad("Source", "%q, want %q or %q", st.Source, SourceMap, SourceIterable)
-	case st.Source != "" && st.Source != source:
-		return bad("Source", "the state was saved from a %q dataset, this one is a %q dataset: its position would repeat or lose samples", st.Source, source)
+	switch schema, kind := fingerprint(l.ds.Schema()), l.kind(); {
+	case st.Kind != "" && st.Kind != KindMap && st.Kind != KindIterable:
+		return bad("Kind", "%q, want %q or %q", st.Kind, KindMap, KindIterable)
+	case st.Kind != "" && st.Kind != kind:
+		return bad("Kind", "the state was saved from a %q dataset, this one is a %q dataset: its position would repeat or lose samples", st.Kind, kind)
 	case st.Len != n:
 		return bad("Len", "the state is of a dataset of %d samples, this one has %d", st.Len, n)
 	case st.Schema != schema:
@@ -129,7 +149,7 @@ func (l *loader) checkResume(st *State, n int) error {
 		return bad("BatchSize", "%d, want > 0", st.BatchSize)
 	case st.WorldSize < 1:
 		return bad("WorldSize", "%d, want > 0", st.WorldSize)
-	case len(st.Done) > 0 && (st.WorldSize != l.shard.WorldSize || st.BatchSize != l.cfg.BatchSize):
+	case len(st.Done) > 0 && (st.WorldSize != l.rank.WorldSize || st.BatchSize != l.cfg.BatchSize):
 		return bad("Done", "an out-of-order state resumes only with its WorldSize (%d) and BatchSize (%d)", st.WorldSize, st.BatchSize)
 	}
 	if err := l.checkDataset(st, n); err != nil {
@@ -196,7 +216,7 @@ func (l *loader) smallShuffle(n int) bool {
 	if s, ok := l.cfg.Sampler.(Shuffled); ok {
 		return s.N <= smallShuffle
 	}
-	return l.cfg.Shuffle && l.cfg.Sampler == nil && l.cfg.BatchSampler == nil && n <= smallShuffle && l.source() == SourceMap
+	return l.cfg.Shuffle && l.cfg.Sampler == nil && l.cfg.BatchSampler == nil && n <= smallShuffle && l.kind() == KindMap
 }
 
 // position is where the loader stands: the epoch in progress (or last
@@ -237,7 +257,7 @@ func (l *loader) State() State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, _ := datasetLen(l.ds)
-	st := State{Source: l.source(), Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.shard.WorldSize,
+	st := State{Kind: l.kind(), Seed: l.cfg.Seed, Len: n, Schema: fingerprint(l.ds.Schema()), BatchSize: l.cfg.BatchSize, WorldSize: l.rank.WorldSize,
 		Dataset: maps.Clone(l.fp)}
 	p := &l.pos
 	switch {

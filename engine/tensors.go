@@ -8,52 +8,6 @@ import (
 	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
-// BatchFiller is implemented by datasets that fill a whole batch at once:
-// one kernel call a batch instead of one Fill a sample. The loader then
-// hands whole batches to its workers and calls FillBatch instead of Fill.
-type BatchFiller interface {
-	FillBatch(ctx context.Context, b *BatchSlot) error
-}
-
-// BatchSlot is a whole batch's place in the pinned buffer, handed to
-// FillBatch; valid only during the call.
-type BatchSlot struct {
-	run     *run
-	indices []int
-	buf     []byte
-}
-
-// Indices returns the dataset indices of the batch, in order.
-func (b *BatchSlot) Indices() []int { return b.indices }
-
-// Seed returns the words that seed sample i's RNG (see SampleSeed and
-// Slot.Seed), so a FillBatch draws what a Fill of that sample would.
-func (b *BatchSlot) Seed(i int) (uint64, uint64) {
-	return SampleSeed(b.run.l.cfg.Seed, b.run.epoch, b.indices[i])
-}
-
-// Epoch returns the epoch being loaded.
-func (b *BatchSlot) Epoch() int { return b.run.epoch }
-
-// Tensor returns field name of the batch, shape [len(Indices()), field
-// shape...]. It panics when there is no such field.
-func (b *BatchSlot) Tensor(name string) collate.Tensor {
-	layout := b.run.layout
-	i := layout.Schema().Index(name)
-	if i < 0 {
-		panic(fmt.Sprintf("engine: BatchSlot.Tensor(%q): no such field; the schema has %q", name, layout.Schema().Names()))
-	}
-	return layout.Batch(b.buf, i, len(b.indices))
-}
-
-// WriteCombined reports whether the batch buffer is write-combined memory
-// (Config.WriteCombined on a GPU backend): write it with streaming stores,
-// never read it.
-func (b *BatchSlot) WriteCombined() bool { return b.run.l.cfg.WriteCombined && b.run.l.gpu != nil }
-
-// Copied counts bytes the dataset copied into the batch, for Stats.
-func (b *BatchSlot) Copied(n int) { b.run.l.copied.Add(int64(n)) }
-
 // TensorsDataset is an in-memory dataset: row i of each tensor is sample i,
 // as PyTorch's TensorDataset. Batches are filled by the gather kernel, one
 // call a field a batch.

@@ -890,7 +890,7 @@ func (s *soak) resume(d *dataset, cfg engine.Config) {
 	bad := []func(*engine.State){
 		func(st *engine.State) { st.Position = 1 << 40 },
 		func(st *engine.State) { st.Position = -1 },
-		func(st *engine.State) { st.Source = engine.SourceIterable },
+		func(st *engine.State) { st.Kind = engine.KindIterable },
 		func(st *engine.State) { st.Epoch = -1 },
 		func(st *engine.State) { st.Len++ },
 		func(st *engine.State) { st.Done = []int{cut + 1, cut + 1} },

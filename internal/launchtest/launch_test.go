@@ -120,7 +120,7 @@ func ids(ctx context.Context, ds engine.Dataset, cfg engine.Config) (got []int, 
 		}
 	}
 	sh := l.RankInfo()
-	return got, sh.Rank, sh.WorldSize, sh.LocalRank, sh.Source, sh.LocalSource, nil
+	return got, sh.Rank, sh.WorldSize, sh.LocalRank, sh.From, sh.LocalFrom, nil
 }
 
 // TestRank is the body of one rank, run by the launchers; skipped

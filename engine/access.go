@@ -2,27 +2,27 @@ package engine
 
 import "context"
 
-// NOTE [sources]
+// NOTE [access]
 //
-// The loader calls every kind of dataset through source, and never asks
-// which concrete type a dataset is. New takes the dataset's source once
-// (sourceOf): a dataset that implements source is its own (IterableDataset
+// The loader calls every kind of dataset through access, and never asks
+// which concrete type a dataset is. New takes the dataset's access once
+// (accessOf): a dataset that implements access is its own (IterableDataset
 // does: it orders itself and reads its shards ahead of the workers), and
-// any other Dataset is map-style, served by mapSource (Config's Sampler,
+// any other Dataset is map-style, served by mapAccess (Config's Sampler,
 // Shuffle or BatchSampler order the indices, split across ranks as
-// DistributedSampler does). Fill is always the Dataset's own; source only
+// DistributedSampler does). Fill is always the Dataset's own; access only
 // says which indices an epoch of this rank fills, in what batches, and
 // what runs beside the workers while it does.
 //
-// A source is shared by every Loader of its dataset, so each method is
+// An access is shared by every Loader of its dataset, so each method is
 // given the loader's Config (defaults filled in) and RankInfo and keeps no
 // per-loader state; what one epoch needs lives in its epochReader. A third
-// kind of source implements these methods and needs no change to the
+// kind of access implements these methods and needs no change to the
 // loader; moving one out of the package would only need this interface
 // and epochReader exported.
-type source interface {
+type access interface {
 	// check refuses, with a configError naming the field, a Config this
-	// source cannot load on rank sh. New calls it after Config.validate,
+	// access cannot load on rank sh. New calls it after Config.validate,
 	// before it checks Config.Resume.
 	check(cfg Config, sh RankInfo) error
 	// batches returns rank sh's batches of the epochs of a dataset of n
@@ -31,7 +31,7 @@ type source interface {
 	// running it (Loader.Len), or -1. Its Batches may panic (a custom
 	// sampler); the loader turns that into an error.
 	batches(cfg Config, sh RankInfo, n, skip int) (bs BatchSampler, count int)
-	// position says what State.Position counts: kind is State.Source, and
+	// position says what State.Position counts: kind is State.Kind, and
 	// unit the units one delivered batch of this rank consumes.
 	position(cfg Config, sh RankInfo) (kind string, unit int)
 	// units returns the length of epoch's order, of n samples, in the
@@ -42,14 +42,14 @@ type source interface {
 	// last step of starting an epoch and cannot fail. The epochReader
 	// reaches Fill through Slot.reader.
 	begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader
-	// readRetries counts the reads the source retried, for
+	// readRetries counts the reads the dataset retried, for
 	// Stats.ReadRetries.
 	readRetries() int64
 	// storageStats are its storage and cache counts, for Stats.Storage.
 	storageStats() StorageStats
 }
 
-// epochReader is what source.begin started for one epoch of one loader.
+// epochReader is what access.begin started for one epoch of one loader.
 type epochReader interface {
 	// wait is called after the epoch's last batch was delivered: it waits
 	// for the reader to end and returns its error, which ends the epoch
@@ -60,25 +60,25 @@ type epochReader interface {
 	end()
 }
 
-// sourceOf returns the source of ds; see NOTE [sources].
-func sourceOf(ds Dataset) source {
-	if s, ok := ds.(source); ok {
+// accessOf returns the access of ds; see NOTE [access].
+func accessOf(ds Dataset) access {
+	if s, ok := ds.(access); ok {
 		return s
 	}
-	return mapSource{}
+	return mapAccess{}
 }
 
-// mapSource is the source of a map-style Dataset: its n indices, ordered
+// mapAccess is the access of a map-style Dataset: its n indices, ordered
 // by Config's Sampler, Shuffle or BatchSampler, split across ranks.
 // Positions count the global order, before the split, so a state resumes
 // with another world size.
-type mapSource struct{}
+type mapAccess struct{}
 
-func (mapSource) check(Config, RankInfo) error { return nil }
+func (mapAccess) check(Config, RankInfo) error { return nil }
 
-func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, int) {
+func (mapAccess) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, int) {
 	if cfg.BatchSampler != nil {
-		return shardedBatches{cfg.BatchSampler, sh, skip, n}, -1
+		return rankBatches{cfg.BatchSampler, sh, skip, n}, -1
 	}
 	s, count := cfg.Sampler, -1
 	switch {
@@ -88,7 +88,7 @@ func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, in
 	default:
 		s = Sequential{N: n}
 	}
-	if cfg.Sampler == nil { // n indices: as sharded and Batched count them
+	if cfg.Sampler == nil { // n indices: as rankSplit and Batched count them
 		m, w, b := n-min(skip, n), sh.WorldSize, cfg.BatchSize
 		if w > 1 && cfg.DropUneven {
 			m /= w
@@ -97,20 +97,20 @@ func (mapSource) batches(cfg Config, sh RankInfo, n, skip int) (BatchSampler, in
 		}
 		count = Batched{Size: b, DropLast: cfg.DropLast}.count(m)
 	}
-	return Batched{Sampler: sharded{s, sh, cfg.DropUneven, skip, n}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, count
+	return Batched{Sampler: rankSplit{s, sh, cfg.DropUneven, skip, n}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, count
 }
 
 // position: BatchSize×WorldSize samples of the global order a batch, or
 // WorldSize batches with a BatchSampler.
-func (mapSource) position(cfg Config, sh RankInfo) (string, int) {
+func (mapAccess) position(cfg Config, sh RankInfo) (string, int) {
 	if cfg.BatchSampler != nil {
-		return SourceMap, sh.WorldSize
+		return KindMap, sh.WorldSize
 	}
-	return SourceMap, sh.WorldSize * cfg.BatchSize
+	return KindMap, sh.WorldSize * cfg.BatchSize
 }
 
 // units: the global order's samples, or batches with a BatchSampler.
-func (mapSource) units(cfg Config, _ RankInfo, epoch, n int) int {
+func (mapAccess) units(cfg Config, _ RankInfo, epoch, n int) int {
 	switch {
 	case cfg.BatchSampler != nil:
 		return len(cfg.BatchSampler.Batches(epoch))
@@ -125,13 +125,13 @@ func (mapSource) units(cfg Config, _ RankInfo, epoch, n int) int {
 	return n
 }
 
-func (mapSource) begin(Config, RankInfo, int, batchList) epochReader { return noReader{} }
+func (mapAccess) begin(Config, RankInfo, int, batchList) epochReader { return noReader{} }
 
-func (mapSource) readRetries() int64 { return 0 }
+func (mapAccess) readRetries() int64 { return 0 }
 
-func (mapSource) storageStats() StorageStats { return StorageStats{} }
+func (mapAccess) storageStats() StorageStats { return StorageStats{} }
 
-// noReader is the epochReader of a source with nothing to run beside the
+// noReader is the epochReader of an access with nothing to run beside the
 // workers.
 type noReader struct{}
 

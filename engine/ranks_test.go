@@ -32,7 +32,7 @@ func TestShardsAreDisjointEvenAndCoverTheEpoch(t *testing.T) {
 			for rank := range world {
 				l := newLoader(t, engine.DatasetFunc(n, indexSchema, fillIndex), engine.Config{
 					BatchSize: 2, Shuffle: true, Seed: 5, Rank: rank, WorldSize: world, DropLast: dropLast, DropUneven: dropLast, Workers: 1})
-				assert.Equal(t, engine.RankInfo{Rank: rank, WorldSize: world, Source: "Config", LocalSource: "default"}, l.RankInfo())
+				assert.Equal(t, engine.RankInfo{Rank: rank, WorldSize: world, From: "Config", LocalFrom: "default"}, l.RankInfo())
 				got, mem := collect(t, l, 1)
 				assert.Equal(t, got, mem)
 				mine := flat(got)
@@ -80,12 +80,12 @@ func TestShardFromTheLaunchersEnvironment(t *testing.T) {
 			t.Setenv(tc.world, "4")
 			t.Setenv(tc.local, "2")
 			l := newLoader(t, ds, engine.Config{BatchSize: 2, Backend: "cpu"})
-			assert.Equal(t, engine.RankInfo{Rank: 1, WorldSize: 4, Source: tc.source, LocalRank: 2, LocalSource: tc.local}, l.RankInfo())
+			assert.Equal(t, engine.RankInfo{Rank: 1, WorldSize: 4, From: tc.source, LocalRank: 2, LocalFrom: tc.local}, l.RankInfo())
 			got, _ := collect(t, l, 0)
 			assert.Equal(t, [][]int{{1, 5}}, got, "every 4th sample from 1")
 
 			over := newLoader(t, ds, engine.Config{BatchSize: 2, Rank: 0, WorldSize: 1, Backend: "cpu"})
-			assert.Equal(t, engine.RankInfo{Rank: 0, WorldSize: 1, Source: "Config", LocalRank: 2, LocalSource: tc.local}, over.RankInfo(),
+			assert.Equal(t, engine.RankInfo{Rank: 0, WorldSize: 1, From: "Config", LocalRank: 2, LocalFrom: tc.local}, over.RankInfo(),
 				"Config wins over the environment's rank, not its local rank")
 
 			t.Setenv(tc.rank, "4")
@@ -95,7 +95,7 @@ func TestShardFromTheLaunchersEnvironment(t *testing.T) {
 	}
 	clearLauncherEnv(t)
 	l := newLoader(t, ds, engine.Config{})
-	assert.Equal(t, engine.RankInfo{Rank: 0, WorldSize: 1, Source: "single process", LocalSource: "default"}, l.RankInfo())
+	assert.Equal(t, engine.RankInfo{Rank: 0, WorldSize: 1, From: "single process", LocalFrom: "default"}, l.RankInfo())
 }
 
 func TestShardFromNestedLaunchersIsTheInnermosts(t *testing.T) {
@@ -107,15 +107,15 @@ func TestShardFromNestedLaunchersIsTheInnermosts(t *testing.T) {
 	}{
 		{"torchrun under srun",
 			[]string{"SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0", "RANK", "5", "WORLD_SIZE", "8", "LOCAL_RANK", "1"},
-			engine.RankInfo{Rank: 5, WorldSize: 8, Source: "RANK/WORLD_SIZE", LocalRank: 1, LocalSource: "LOCAL_RANK"}},
+			engine.RankInfo{Rank: 5, WorldSize: 8, From: "RANK/WORLD_SIZE", LocalRank: 1, LocalFrom: "LOCAL_RANK"}},
 		{"Open MPI mpirun under salloc",
 			[]string{"SLURM_PROCID", "0", "SLURM_NTASKS", "1", "SLURM_LOCALID", "0",
 				"OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_LOCAL_RANK", "3"},
-			engine.RankInfo{Rank: 3, WorldSize: 4, Source: "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE", LocalRank: 3, LocalSource: "OMPI_COMM_WORLD_LOCAL_RANK"}},
+			engine.RankInfo{Rank: 3, WorldSize: 4, From: "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE", LocalRank: 3, LocalFrom: "OMPI_COMM_WORLD_LOCAL_RANK"}},
 		{"hydra mpiexec under sbatch",
 			[]string{"SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "0",
 				"PMI_RANK", "5", "PMI_SIZE", "8", "MPI_LOCALRANKID", "1", "PMI_LOCAL_RANK", "2"},
-			engine.RankInfo{Rank: 5, WorldSize: 8, Source: "PMI_RANK/PMI_SIZE", LocalRank: 1, LocalSource: "MPI_LOCALRANKID"}},
+			engine.RankInfo{Rank: 5, WorldSize: 8, From: "PMI_RANK/PMI_SIZE", LocalRank: 1, LocalFrom: "MPI_LOCALRANKID"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearLauncherEnv(t)

@@ -156,7 +156,7 @@ func FromIterable(ctx context.Context, src Iterable, sc IterableConfig) (*Iterab
 // Len returns the samples of every shard, on every rank.
 func (d *IterableDataset) Len() int { return d.total }
 
-// Schema returns the stream's schema.
+// Schema returns the Iterable's schema.
 func (d *IterableDataset) Schema() collate.Schema { return d.schema }
 
 // Shards returns the shards and their counts.
@@ -182,7 +182,7 @@ func (d *IterableDataset) StorageStats() StorageStats {
 	return StorageStats{}
 }
 
-// ReadRetries returns the reads the stream retried (an Iterable that counts them
+// ReadRetries returns the reads the Iterable retried (an Iterable that counts them
 // implements ReadRetries() int64), for Stats.ReadRetries.
 func (d *IterableDataset) ReadRetries() int64 {
 	if r, ok := d.src.(interface{ ReadRetries() int64 }); ok {
@@ -208,15 +208,15 @@ func (d *IterableDataset) Fingerprint() Fingerprint {
 		"iterable.shuffle_buffer": strconv.Itoa(d.sc.ShuffleBuffer),
 		"iterable.drop_uneven":    strconv.FormatBool(d.sc.DropUneven),
 	}
-	return f.Nest("iterable.source", FingerprintOf(d.src))
+	return f.Nest("iterable.of", FingerprintOf(d.src))
 }
 
 // Fill takes the record of s.Index() from the reads of the loader's epoch,
 // reading up to it itself when nobody else reads, and decodes it into s.
 func (d *IterableDataset) Fill(ctx context.Context, s *Slot) error {
-	e, ok := s.reader.(*streamEpoch)
+	e, ok := s.reader.(*iterableEpoch)
 	if !ok || e.d != d {
-		return errors.New("engine: a IterableDataset fills samples only inside an epoch of a Loader of it")
+		return errors.New("engine: an IterableDataset fills samples only inside an epoch of a Loader of it")
 	}
 	rec, err := e.take(ctx, s.Index())
 	if err != nil {
@@ -302,25 +302,25 @@ func (d *IterableDataset) plan(epoch int, seed uint64, sh RankInfo) (reads []rea
 	return reads, order
 }
 
-// IterableDataset is its own source (see NOTE [sources]): it orders its
+// IterableDataset is its own access (see NOTE [access]): it orders its
 // epochs itself, splits them into the ranks' spans, and reads its shards
 // ahead of the workers. Positions count the rank's own samples.
-var _ source = (*IterableDataset)(nil)
+var _ access = (*IterableDataset)(nil)
 
 // check refuses the Config fields that would order the epoch, which the
 // dataset orders itself, and a resume with another world size.
 func (d *IterableDataset) check(cfg Config, sh RankInfo) error {
 	switch {
 	case cfg.Shuffle:
-		return configError("Shuffle", "set for a IterableDataset, which orders itself: use IterableConfig.ShuffleShards and ShuffleBuffer")
+		return configError("Shuffle", "set for an IterableDataset, which orders itself: use IterableConfig.ShuffleShards and ShuffleBuffer")
 	case cfg.Sampler != nil:
-		return configError("Sampler", "set for a IterableDataset, which orders itself")
+		return configError("Sampler", "set for an IterableDataset, which orders itself")
 	case cfg.BatchSampler != nil:
-		return configError("BatchSampler", "set for a IterableDataset, which orders itself")
+		return configError("BatchSampler", "set for an IterableDataset, which orders itself")
 	case cfg.DropUneven:
-		return configError("DropUneven", "set for a IterableDataset: use IterableConfig.DropUneven")
+		return configError("DropUneven", "set for an IterableDataset: use IterableConfig.DropUneven")
 	case cfg.Resume != nil && cfg.Resume.WorldSize != sh.WorldSize:
-		return configError("Resume", "WorldSize: a IterableDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
+		return configError("Resume", "WorldSize: an IterableDataset resumes with the world size it was saved with (%d), not %d", cfg.Resume.WorldSize, sh.WorldSize)
 	}
 	return nil
 }
@@ -328,12 +328,12 @@ func (d *IterableDataset) check(cfg Config, sh RankInfo) error {
 // batches returns the rank's span in batches, from skip of its samples
 // on; counting them takes the epoch's plan, so count is -1.
 func (d *IterableDataset) batches(cfg Config, sh RankInfo, _, skip int) (BatchSampler, int) {
-	return Batched{Sampler: streamSampler{d, cfg.Seed, sh, skip}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, -1
+	return Batched{Sampler: iterableSampler{d, cfg.Seed, sh, skip}, Size: cfg.BatchSize, DropLast: cfg.DropLast}, -1
 }
 
 // position: BatchSize of the rank's own samples a batch.
 func (d *IterableDataset) position(cfg Config, _ RankInfo) (string, int) {
-	return SourceIterable, cfg.BatchSize
+	return KindIterable, cfg.BatchSize
 }
 
 // units: the rank's own samples of the epoch.
@@ -347,15 +347,15 @@ func (d *IterableDataset) readRetries() int64 { return d.ReadRetries() }
 
 func (d *IterableDataset) storageStats() StorageStats { return d.StorageStats() }
 
-// streamSampler is a rank's order of a IterableDataset's epoch, from skip on.
-type streamSampler struct {
+// iterableSampler is a rank's order of an IterableDataset's epoch, from skip on.
+type iterableSampler struct {
 	d     *IterableDataset
 	seed  uint64
 	shard RankInfo
 	skip  int
 }
 
-func (s streamSampler) Order(epoch int) []int {
+func (s iterableSampler) Order(epoch int) []int {
 	_, order := s.d.plan(epoch, s.seed, s.shard)
 	return order[min(s.skip, len(order)):]
 }
@@ -365,7 +365,7 @@ func (s streamSampler) Order(epoch int) []int {
 // IterableDataset at once, each its own epochs.
 func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader {
 	reads, _ := d.plan(epoch, cfg.Seed, sh)
-	e := &streamEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{}), cur: -1,
+	e := &iterableEpoch{d: d, reads: reads, demand: map[int]int{}, held: map[int][]Record{}, want: map[int]int{}, changed: make(chan struct{}), cur: -1,
 		lead: max(d.sc.ShuffleBuffer, 1) + cfg.BatchSize}
 	for k := range batches.count() {
 		for _, id := range batches.batch(k, nil) {
@@ -386,10 +386,10 @@ func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batc
 	return e
 }
 
-// NOTE [stream reads]
+// NOTE [iterable reads]
 //
 // An epoch's records are read in one order (reads), by one goroutine at a
-// time: whoever holds the cursor (streamEpoch.reading). A Fill whose
+// time: whoever holds the cursor (iterableEpoch.reading). A Fill whose
 // record is not read yet takes the cursor itself, when nobody holds it,
 // and reads on until its record is there. Beside the workers, the
 // epoch's read-ahead goroutine (run) takes the cursor for one record at a
@@ -420,7 +420,7 @@ func (d *IterableDataset) begin(cfg Config, sh RankInfo, epoch int, batches batc
 // past a shard's last record) and returns the first read error, so that a
 // shard that disagrees with its count where no batch waits for it fails
 // the epoch too. Called after the epoch's last batch.
-func (e *streamEpoch) wait(ctx context.Context) error {
+func (e *iterableEpoch) wait(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for !e.done {
@@ -439,7 +439,7 @@ func (e *streamEpoch) wait(ctx context.Context) error {
 
 // end stops the epoch's read-ahead and closes its shard; a Fill still
 // reading (abandoned at a Timeout) closes it when its read returns.
-func (e *streamEpoch) end() {
+func (e *iterableEpoch) end() {
 	e.cancel()
 	e.wg.Wait()
 	e.mu.Lock()
@@ -450,9 +450,9 @@ func (e *streamEpoch) end() {
 	}
 }
 
-// streamEpoch is one epoch's reads and the records read that a Fill has
-// not taken yet; see NOTE [stream reads].
-type streamEpoch struct {
+// iterableEpoch is one epoch's reads and the records read that a Fill has
+// not taken yet; see NOTE [iterable reads].
+type iterableEpoch struct {
 	d      *IterableDataset
 	reads  []read
 	ctx    context.Context // the read-ahead's: cancelled by end
@@ -486,13 +486,13 @@ type streamEpoch struct {
 }
 
 // notify wakes the Fills and the read-ahead. Called with e.mu held.
-func (e *streamEpoch) notify() {
+func (e *iterableEpoch) notify() {
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
 // await waits, with e.mu held, until the next notify or ctx's end.
-func (e *streamEpoch) await(ctx context.Context) error {
+func (e *iterableEpoch) await(ctx context.Context) error {
 	changed := e.changed
 	e.mu.Unlock()
 	defer e.mu.Lock()
@@ -506,7 +506,7 @@ func (e *streamEpoch) await(ctx context.Context) error {
 
 // take returns the record of id: a held one, or read by this Fill when
 // nobody is reading.
-func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
+func (e *iterableEpoch) take(ctx context.Context, id int) (Record, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.want[id]++
@@ -552,7 +552,7 @@ func (e *streamEpoch) take(ctx context.Context, id int) (Record, error) {
 // (id -1: to the end), with ctx. Called with e.mu held and nobody
 // reading; returns with e.mu held, the cursor released, and the error of
 // the read that stopped it: e.err, or ctx's cause.
-func (e *streamEpoch) readUntil(ctx context.Context, id int) error {
+func (e *iterableEpoch) readUntil(ctx context.Context, id int) error {
 	if e.ended {
 		return errEpochEnded
 	}
@@ -571,7 +571,7 @@ var errEpochEnded = errors.New("engine: stream: the epoch ended")
 
 // release gives the cursor back, closing the shard if the epoch ended
 // meanwhile, and wakes whoever waits for it. Called with e.mu held.
-func (e *streamEpoch) release() {
+func (e *iterableEpoch) release() {
 	e.reading = false
 	if e.ended || e.done {
 		e.closeShard()
@@ -582,7 +582,7 @@ func (e *streamEpoch) release() {
 // closeShard closes the cursor's shard: at the epoch's end, after its
 // last read or error, or after a read its reader's ctx cut short. Called
 // by the cursor's holder, or with nobody reading.
-func (e *streamEpoch) closeShard() {
+func (e *iterableEpoch) closeShard() {
 	if e.rr != nil {
 		e.rr.Close()
 		e.rr, e.cur, e.next = nil, -1, 0
@@ -592,7 +592,7 @@ func (e *streamEpoch) closeShard() {
 // readOne makes the cursor's next read, with e.mu released while it
 // reads, and keeps its record. Called by the cursor's holder with e.mu
 // held.
-func (e *streamEpoch) readOne(ctx context.Context) error {
+func (e *iterableEpoch) readOne(ctx context.Context) error {
 	rd := e.reads[e.at]
 	e.mu.Unlock()
 	rec, ok, err := e.read(ctx, e.at)
@@ -630,7 +630,7 @@ func (e *streamEpoch) readOne(ctx context.Context) error {
 // an error there comes with the record, which is kept, so that the
 // batches before it are delivered. Called by the cursor's holder without
 // e.mu.
-func (e *streamEpoch) read(ctx context.Context, at int) (rec Record, ok bool, err error) {
+func (e *iterableEpoch) read(ctx context.Context, at int) (rec Record, ok bool, err error) {
 	d, rd := e.d, e.reads[at]
 	sh := d.shards[rd.shard]
 	if rd.shard != e.cur || rd.offset < e.next {
@@ -671,9 +671,9 @@ func (e *streamEpoch) read(ctx context.Context, at int) (rec Record, ok bool, er
 
 // run is the epoch's read-ahead: it takes the cursor for one record at a
 // time while nobody else reads, no Fill waits for a record not read yet
-// (that Fill reads it: see NOTE [stream reads]) and at most
+// (that Fill reads it: see NOTE [iterable reads]) and at most
 // ReadAheadBytes are held, until the last read or end.
-func (e *streamEpoch) run() {
+func (e *iterableEpoch) run() {
 	defer e.wg.Done()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -696,7 +696,7 @@ func (e *streamEpoch) run() {
 // starved reports whether a Fill waits for a record not read yet (one
 // already kept does not count, though its Fill may not have woken yet).
 // Called with e.mu held.
-func (e *streamEpoch) starved() bool {
+func (e *iterableEpoch) starved() bool {
 	for id, n := range e.want {
 		if n > len(e.held[id]) {
 			return true

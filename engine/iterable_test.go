@@ -332,7 +332,7 @@ func TestStreamResumesBitIdentically(t *testing.T) {
 	c := cfg
 	c.Resume, c.WorldSize = &engine.State{Len: 29, Schema: "", Seed: 5, WorldSize: 1}, 2
 	_, err := engine.New(streamDataset(t, newMemStream(10, 7, 12), sc), c)
-	assert.ErrorContains(t, err, "engine: Config.Resume: WorldSize: a IterableDataset resumes with the world size it was saved with (1), not 2")
+	assert.ErrorContains(t, err, "engine: Config.Resume: WorldSize: an IterableDataset resumes with the world size it was saved with (1), not 2")
 }
 
 func TestIterableConfigErrors(t *testing.T) {
@@ -341,9 +341,9 @@ func TestIterableConfigErrors(t *testing.T) {
 		cfg  engine.Config
 		want string
 	}{
-		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for a IterableDataset"},
-		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for a IterableDataset"},
-		{engine.Config{DropUneven: true}, "engine: Config.DropUneven: set for a IterableDataset: use IterableConfig.DropUneven"},
+		{engine.Config{Shuffle: true}, "engine: Config.Shuffle: set for an IterableDataset"},
+		{engine.Config{Sampler: engine.Sequential{N: 8}}, "engine: Config.Sampler: set for an IterableDataset"},
+		{engine.Config{DropUneven: true}, "engine: Config.DropUneven: set for an IterableDataset: use IterableConfig.DropUneven"},
 	} {
 		_, err := engine.New(d, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)

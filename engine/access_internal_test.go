@@ -13,52 +13,52 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 )
 
-// reversedSource is a third kind of source, unknown to the loader: its n
+// reversedAccess is a third kind of access, unknown to the loader: its n
 // samples in reverse order, the whole epoch on every rank, and a reader
 // per epoch that counts its calls and may fail the epoch at its end.
-type reversedSource struct {
+type reversedAccess struct {
 	Dataset
 	waitErr            error
 	begun, waits, ends atomic.Int32
 	filled             atomic.Int32 // Fills that saw this source's reader
 }
 
-func (d *reversedSource) check(cfg Config, _ RankInfo) error {
+func (d *reversedAccess) check(cfg Config, _ RankInfo) error {
 	if cfg.Shuffle {
-		return configError("Shuffle", "set for a reversedSource")
+		return configError("Shuffle", "set for a reversedAccess")
 	}
 	return nil
 }
 
-func (d *reversedSource) batches(cfg Config, _ RankInfo, n, skip int) (BatchSampler, int) {
+func (d *reversedAccess) batches(cfg Config, _ RankInfo, n, skip int) (BatchSampler, int) {
 	return Batched{Sampler: reversed{n, skip}, Size: cfg.BatchSize}, -1
 }
 
-func (d *reversedSource) position(cfg Config, _ RankInfo) (string, int) {
-	return SourceMap, cfg.BatchSize
+func (d *reversedAccess) position(cfg Config, _ RankInfo) (string, int) {
+	return KindMap, cfg.BatchSize
 }
 
-func (d *reversedSource) units(_ Config, _ RankInfo, _, n int) int { return n }
+func (d *reversedAccess) units(_ Config, _ RankInfo, _, n int) int { return n }
 
-func (d *reversedSource) begin(Config, RankInfo, int, batchList) epochReader {
+func (d *reversedAccess) begin(Config, RankInfo, int, batchList) epochReader {
 	d.begun.Add(1)
 	return reversedReader{d}
 }
 
-var _ source = (*reversedSource)(nil) // a compile error, not a silent mapSource, when the interface grows
+var _ access = (*reversedAccess)(nil) // a compile error, not a silent mapAccess, when the interface grows
 
-func (d *reversedSource) readRetries() int64 { return 7 }
+func (d *reversedAccess) readRetries() int64 { return 7 }
 
-func (d *reversedSource) storageStats() StorageStats { return StorageStats{Requests: 3} }
+func (d *reversedAccess) storageStats() StorageStats { return StorageStats{Requests: 3} }
 
-func (d *reversedSource) Fill(ctx context.Context, s *Slot) error {
+func (d *reversedAccess) Fill(ctx context.Context, s *Slot) error {
 	if r, ok := s.reader.(reversedReader); ok && r.d == d {
 		d.filled.Add(1)
 	}
 	return d.Dataset.Fill(ctx, s)
 }
 
-type reversedReader struct{ d *reversedSource }
+type reversedReader struct{ d *reversedAccess }
 
 func (r reversedReader) wait(context.Context) error { r.d.waits.Add(1); return r.d.waitErr }
 func (r reversedReader) end()                       { r.d.ends.Add(1) }
@@ -77,15 +77,15 @@ func (s reversed) Order(int) []int {
 // interface alone: its check, order, positions, reader and counters.
 func TestLoaderCallsAnySourceThroughTheInterface(t *testing.T) {
 	schema := collate.Schema{{Name: "x", DType: collate.Int64}}
-	newSource := func() *reversedSource {
-		return &reversedSource{Dataset: DatasetFunc(10, schema, func(_ context.Context, s *Slot) error {
+	newSource := func() *reversedAccess {
+		return &reversedAccess{Dataset: DatasetFunc(10, schema, func(_ context.Context, s *Slot) error {
 			collate.As[int64](s.Tensor("x"))[0] = int64(s.Index())
 			return nil
 		})}
 	}
 
 	_, err := New(newSource(), Config{Shuffle: true})
-	require.ErrorContains(t, err, "engine: Config.Shuffle: set for a reversedSource")
+	require.ErrorContains(t, err, "engine: Config.Shuffle: set for a reversedAccess")
 
 	for _, workers := range []int{0, 2} {
 		d := newSource()
