@@ -251,7 +251,7 @@ func (c Config) validate() (Config, error) {
 		if v != nil && isNil(v) {
 			return c, configError(name, "a nil %T", v)
 		}
-		if v, ok := v.(interface{ Validate() error }); ok {
+		if v, ok := v.(Validator); ok {
 			if err := v.Validate(); err != nil {
 				return c, fmt.Errorf("engine: Config.%s: %w", name, err)
 			}

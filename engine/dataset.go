@@ -18,17 +18,6 @@ type Dataset interface {
 	Fill(ctx context.Context, s *Slot) error
 }
 
-// FullWriter is implemented by a dataset whose Fill (and FillBatch, where
-// it has one) writes every byte of every field of every sample it fills
-// without error. The loader then leaves batch buffers as the last batch
-// left them instead of zeroing them first, as Config.SkipZeroing says from
-// the caller's side: a zeroing pass is a memset of the whole batch, which
-// for token windows costs a fifth of the copy that then overwrites it.
-// Concat and Subset write every byte when what they wrap does.
-type FullWriter interface {
-	WritesEveryByte() bool
-}
-
 // writesEveryByte reports whether ds is a FullWriter that says it writes
 // every byte.
 func writesEveryByte(ds Dataset) bool {

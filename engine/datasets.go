@@ -17,7 +17,7 @@ import (
 // and random_split.
 //
 // A wrapper's Fill runs the inner dataset's Fill with the slot re-pointed
-// at the inner index (fillAt): Slot.Index is the inner dataset's, the views
+// at the inner index (FillAt): Slot.Index is the inner dataset's, the views
 // are the same sample's place in the batch. Slot.Rand and Slot.Seed stay
 // keyed by the loader's (outer) index, (Seed, Epoch, outer Index). Either
 // choice keeps a batch bit-identical for any Workers, since the inner index
@@ -28,13 +28,18 @@ import (
 // wrappers snapshot the inner lengths when they are made (as PyTorch does);
 // an inner dataset must not change its length afterwards.
 //
-// Wrappers fill sample by sample: a wrapped BatchFiller (TensorsDataset) is
-// filled with its per-sample Fill.
+// A wrapper has every capability of what it wraps (capabilities.go): it
+// writes every byte when they all do (FullWriter), fills whole batches
+// when they all do (BatchFiller, through FillBatchAt: a batch that mixes
+// datasets is filled sample by sample, BatchSlot.Slot), fingerprints them
+// (Fingerprinter) and adds up their counts (Reporter).
 
-// fillAt runs ds.Fill with s pointed at sample index of ds, restoring s's
-// index afterwards, even on a panic (which the loader turns into the
-// sample's SampleError). s's RNG is left as it is: keyed by the outer index.
-func fillAt(ctx context.Context, ds Dataset, s *Slot, index int) error {
+// FillAt runs ds.Fill with s re-pointed at sample index of ds, restoring
+// s's index afterwards, even on a panic (which the loader turns into the
+// sample's SampleError). s's RNG is left as it is: keyed by the loader's
+// index. A dataset that wraps others (Concat, Subset, Blend, or one of
+// yours) fills through it.
+func FillAt(ctx context.Context, ds Dataset, s *Slot, index int) error {
 	outer := s.index
 	s.index = index
 	defer func() { s.index = outer }()
@@ -73,7 +78,12 @@ func Concat(ds ...Dataset) (Dataset, error) {
 		n += m
 		c.ends[k] = n
 	}
-	return c, nil
+	for _, d := range ds {
+		if _, ok := d.(BatchFiller); !ok {
+			return c, nil
+		}
+	}
+	return concatBatches{c}, nil
 }
 
 // sameSchema returns an error naming the first difference of got from want.
@@ -130,17 +140,63 @@ func (c *concatDataset) Fingerprint() Fingerprint {
 }
 
 func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
-	i := s.Index()
-	k := sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
-	if i < 0 || k == len(c.ends) {
-		return fmt.Errorf("engine: Concat: index %d is out of range [0, %d)", i, c.Len())
+	k, inner, ok := c.locate(s.Index())
+	if !ok {
+		return fmt.Errorf("engine: Concat: index %d is out of range [0, %d)", s.Index(), c.Len())
 	}
-	inner := i
+	if err := FillAt(ctx, c.ds[k], s, inner); err != nil {
+		return fmt.Errorf("dataset %d, sample %d: %w", k, inner, err)
+	}
+	return nil
+}
+
+// locate returns the dataset of sample i and its index there.
+func (c *concatDataset) locate(i int) (k, inner int, ok bool) {
+	k = sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
+	if i < 0 || k == len(c.ends) {
+		return 0, 0, false
+	}
+	inner = i
 	if k > 0 {
 		inner -= c.ends[k-1]
 	}
-	if err := fillAt(ctx, c.ds[k], s, inner); err != nil {
-		return fmt.Errorf("dataset %d, sample %d: %w", k, inner, err)
+	return k, inner, true
+}
+
+// Report adds up the datasets' counts.
+func (c *concatDataset) Report() map[string]int64 { return addReports(c.ds...) }
+
+// concatBatches is a Concat of BatchFillers.
+type concatBatches struct{ *concatDataset }
+
+// FillBatch hands the batch to its dataset's FillBatch when its samples
+// are all of one dataset, else fills them one by one.
+func (c concatBatches) FillBatch(ctx context.Context, b *BatchSlot) error {
+	idx := b.Indices()
+	inner := make([]int, len(idx))
+	first := -1
+	for j, i := range idx {
+		k, in, ok := c.locate(i)
+		switch {
+		case !ok:
+			return fmt.Errorf("engine: Concat: index %d is out of range [0, %d)", i, c.Len())
+		case first < 0:
+			first = k
+		case k != first:
+			return c.fillEach(ctx, b)
+		}
+		inner[j] = in
+	}
+	return FillBatchAt(ctx, c.ds[first].(BatchFiller), b, inner)
+}
+
+// fillEach fills the samples of b one by one, Fill by Fill.
+func (c concatBatches) fillEach(ctx context.Context, b *BatchSlot) error {
+	for j := range b.Indices() {
+		s := b.Slot(j)
+		if err := c.Fill(ctx, s); err != nil {
+			return &SampleError{Index: b.outer[j], Epoch: b.Epoch(), Worker: s.Worker(), Err: err}
+		}
 	}
 	return nil
 }
@@ -159,7 +215,16 @@ func Subset(ds Dataset, indices []int) (Dataset, error) {
 			return nil, fmt.Errorf("engine: Subset: index %d at position %d is out of range [0, %d)", i, pos, n)
 		}
 	}
-	return &subsetDataset{ds: ds, idx: slices.Clone(indices)}, nil
+	return newSubset(ds, slices.Clone(indices)), nil
+}
+
+// newSubset returns the subset idx of ds: a BatchFiller when ds is one.
+func newSubset(ds Dataset, idx []int) Dataset {
+	d := &subsetDataset{ds: ds, idx: idx}
+	if _, ok := ds.(BatchFiller); ok {
+		return subsetBatches{d}
+	}
+	return d
 }
 
 type subsetDataset struct {
@@ -188,7 +253,7 @@ func (d *subsetDataset) Fill(ctx context.Context, s *Slot) error {
 	if i < 0 || i >= len(d.idx) {
 		return fmt.Errorf("engine: Subset: index %d is out of range [0, %d)", i, len(d.idx))
 	}
-	if err := fillAt(ctx, d.ds, s, d.idx[i]); err != nil {
+	if err := FillAt(ctx, d.ds, s, d.idx[i]); err != nil {
 		return fmt.Errorf("subset sample %d: %w", d.idx[i], err)
 	}
 	return nil
@@ -213,7 +278,7 @@ func RandomSplit(ds Dataset, seed uint64, sizes ...float64) ([]Dataset, error) {
 	order := perm(rand.NewPCG(seed, 0x53504c4954), make([]int, n)) // "SPLIT"
 	out := make([]Dataset, len(counts))
 	for k, c := range counts {
-		out[k] = &subsetDataset{ds: ds, idx: order[:c:c]}
+		out[k] = newSubset(ds, order[:c:c])
 		order = order[c:]
 	}
 	return out, nil
@@ -277,4 +342,23 @@ func splitCounts(n int, sizes []float64) ([]int, error) {
 		return nil, fmt.Errorf("counts %v sum to %d, not to Len %d", sizes, total, n)
 	}
 	return counts, nil
+}
+
+// Report is the counts of the dataset it is a subset of.
+func (d *subsetDataset) Report() map[string]int64 { return addReports(d.ds) }
+
+// subsetBatches is a Subset of a BatchFiller.
+type subsetBatches struct{ *subsetDataset }
+
+// FillBatch hands the batch to the dataset's FillBatch, re-pointed.
+func (d subsetBatches) FillBatch(ctx context.Context, b *BatchSlot) error {
+	idx := b.Indices()
+	inner := make([]int, len(idx))
+	for j, i := range idx {
+		if i < 0 || i >= len(d.idx) {
+			return fmt.Errorf("engine: Subset: index %d is out of range [0, %d)", i, len(d.idx))
+		}
+		inner[j] = d.idx[i]
+	}
+	return FillBatchAt(ctx, d.ds.(BatchFiller), b, inner)
 }

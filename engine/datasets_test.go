@@ -254,15 +254,18 @@ func seq(n int) []int {
 	return s
 }
 
-// A wrapped BatchFiller is filled sample by sample, with the same bytes.
-func TestWrappedTensorsDatasetFillsPerSample(t *testing.T) {
+// A wrapped BatchFiller is a BatchFiller: its batches have the bytes of
+// the same samples loaded from the dataset itself, whether a batch falls
+// within one dataset of a Concat (FillBatchAt) or spans two (sample by
+// sample).
+func TestWrappedTensorsDatasetFillsWholeBatches(t *testing.T) {
 	ds := tensorsDataset(t, 40)
 	sub, err := engine.Subset(ds, []int{39, 0, 7, 7, 12})
 	require.NoError(t, err)
 	both, err := engine.Concat(sub, ds)
 	require.NoError(t, err)
 	_, isBatch := both.(engine.BatchFiller)
-	assert.False(t, isBatch)
+	assert.True(t, isBatch)
 	order := append([]int{39, 0, 7, 7, 12}, seq(40)...)
 	var got [][]byte
 	for b, err := range newLoader(t, both, engine.Config{BatchSize: 6, Workers: 2}).Epoch(context.Background(), 0) {

@@ -81,7 +81,7 @@ func (r *run) sleep(d time.Duration) error {
 // fillBatch runs the dataset's FillBatch for all of batch k.
 func (r *run) fillBatch(w *worker, p *pending, k int) {
 	b := &w.bslot
-	*b = BatchSlot{run: r, indices: p.indices, buf: p.buf.Bytes()}
+	*b = BatchSlot{run: r, indices: p.indices, outer: p.indices, buf: p.buf.Bytes(), slot: w.slot}
 	if r.l.zero {
 		clear(b.buf)
 	}

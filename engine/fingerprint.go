@@ -25,16 +25,6 @@ import (
 // changed on purpose.
 type Fingerprint map[string]string
 
-// Fingerprinter is implemented by a Dataset, an Iterable or a Sampler
-// whose samples depend on more than Len and Schema. Every dataset the
-// project ships implements it. Fingerprint must be cheap (the loader
-// calls it once, in New; compute what it reads when the dataset is made)
-// and the same for the same data and configuration on any machine: no
-// paths that depend on where the data lies, no pointers, no times.
-type Fingerprinter interface {
-	Fingerprint() Fingerprint
-}
-
 // FingerprintOf returns v's Fingerprint when v is a Fingerprinter, else
 // nil.
 func FingerprintOf(v any) Fingerprint {

@@ -59,16 +59,6 @@ type Iterable interface {
 	Decode(ctx context.Context, rec Record, s *Slot) error
 }
 
-// A Prefetcher is an Iterable that fetches shards ahead of use, as
-// shards.Source does into its Cache. The reader of each rank calls
-// Prefetch just before it opens a shard, with the shards it opens after
-// that one this epoch, in order (the epoch's shard order, shuffled or
-// not, as the rank's span has it). next is the reader's own: read it
-// during the call, do not keep or modify it.
-type Prefetcher interface {
-	Prefetch(next []ShardInfo)
-}
-
 // IterableConfig says how an Iterable is read.
 type IterableConfig struct {
 	// ShuffleShards visits the shards in an order that is a pure function
@@ -210,6 +200,9 @@ func (d *IterableDataset) Fingerprint() Fingerprint {
 	}
 	return f.Nest("iterable.of", FingerprintOf(d.src))
 }
+
+// Report is the Iterable's counts, when it is a Reporter.
+func (d *IterableDataset) Report() map[string]int64 { return ReportOf(d.src) }
 
 // Fill takes the record of s.Index() from the reads of the loader's epoch,
 // reading up to it itself when nobody else reads, and decodes it into s.

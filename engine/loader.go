@@ -687,6 +687,11 @@ type Stats struct {
 	// with a PackingStats method: shards.Pack); zero for any other.
 	Packing PackingStats
 
+	// Dataset is the dataset's own counts, when it is a Reporter (a
+	// shards.Source's requests and cache hits, a packer's token slots),
+	// by their names; nil when it reports none.
+	Dataset map[string]int64
+
 	// Abandoned counts worker goroutines left behind in a Fill that ran
 	// past Timeout and ignored its ctx; each still runs until its Fill
 	// returns, then ends without touching anything.
@@ -719,6 +724,7 @@ func (l *loader) Stats() Stats {
 	}
 	s.ReadRetries, s.Storage = l.access.readRetries(), l.access.storageStats()
 	s.Packing = packingStats(l.ds)
+	s.Dataset = ReportOf(l.ds)
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()
 	s.TimeInEpochs = time.Duration(l.epochNanos.Load())

@@ -260,7 +260,7 @@ func (b Batched) Validate() error {
 	case b.Size < 1:
 		return samplerError("Batched", "Size is %d, want > 0", b.Size)
 	}
-	if v, ok := b.Sampler.(interface{ Validate() error }); ok {
+	if v, ok := b.Sampler.(Validator); ok {
 		return v.Validate()
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 )
@@ -104,28 +105,66 @@ func (s *Slot) Sequence(name string, n int) collate.Tensor {
 // TensorAt returns the view of the i-th field of the schema for this sample.
 func (s *Slot) TensorAt(i int) collate.Tensor { return s.layout.Sample(s.buf, i, s.pos) }
 
-// BatchFiller is implemented by datasets that fill a whole batch at once:
-// one kernel call a batch instead of one Fill a sample. The loader then
-// hands whole batches to its workers and calls FillBatch instead of Fill.
-type BatchFiller interface {
-	FillBatch(ctx context.Context, b *BatchSlot) error
-}
-
 // BatchSlot is a whole batch's place in the pinned buffer, handed to
 // FillBatch; valid only during the call.
 type BatchSlot struct {
 	run     *run
-	indices []int
+	indices []int // the dataset's indices: the loader's, or re-pointed (FillBatchAt)
+	outer   []int // the loader's indices, which key the samples' RNGs
 	buf     []byte
+	slot    *Slot // the worker's, for Slot
 }
 
 // Indices returns the dataset indices of the batch, in order.
 func (b *BatchSlot) Indices() []int { return b.indices }
 
 // Seed returns the words that seed sample i's RNG (see SampleSeed and
-// Slot.Seed), so a FillBatch draws what a Fill of that sample would.
+// Slot.Seed), so a FillBatch draws what a Fill of that sample would. They
+// stay keyed by the loader's index while a wrapper re-points the batch
+// (FillBatchAt), as a Slot's do (FillAt).
 func (b *BatchSlot) Seed(i int) (uint64, uint64) {
-	return SampleSeed(b.run.l.cfg.Seed, b.run.epoch, b.indices[i])
+	return SampleSeed(b.run.l.cfg.Seed, b.run.epoch, b.outer[i])
+}
+
+// Slot returns sample i of the batch as a Slot, to fill it with a Fill: a
+// wrapper whose batch mixes datasets fills the samples it cannot hand to
+// one FillBatch so. The Slot is valid until the next call of Slot or the
+// end of FillBatch.
+func (b *BatchSlot) Slot(i int) *Slot {
+	s := b.slot
+	s.reset(b.run.epoch, b.indices[i], i, b.run.layout, b.buf)
+	s.seedIndex, s.reader = b.outer[i], b.run.reader
+	s.pcg.Seed(b.Seed(i))
+	if !b.run.l.zero {
+		for _, df := range b.run.l.dyn {
+			clear(s.TensorAt(df.lens).Bytes()) // a length left from an earlier batch would be wrong
+		}
+	}
+	return s
+}
+
+// FillBatchAt runs bf's FillBatch on b re-pointed at indices of bf, one
+// for each sample of b, in order: Indices is indices during the call,
+// Seed stays keyed by the loader's indices, and the tensors are the same
+// batch's. A *SampleError it returns names the loader's index. A dataset
+// that wraps BatchFillers forwards its FillBatch through it, as its Fill
+// through FillAt.
+func FillBatchAt(ctx context.Context, bf BatchFiller, b *BatchSlot, indices []int) error {
+	if len(indices) != len(b.indices) {
+		return fmt.Errorf("engine: FillBatchAt: %d indices for a batch of %d", len(indices), len(b.indices))
+	}
+	saved := b.indices
+	b.indices = indices
+	defer func() { b.indices = saved }()
+	err := bf.FillBatch(ctx, b)
+	if se, ok := err.(*SampleError); ok {
+		if j := slices.Index(indices, se.Index); j >= 0 {
+			c := *se
+			c.Index = b.outer[j]
+			return &c
+		}
+	}
+	return err
 }
 
 // Epoch returns the epoch being loaded.
