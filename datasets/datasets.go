@@ -8,13 +8,33 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/ident"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
+
+var (
+	// ErrNotRegular is wrapped by the error of a path that is not a
+	// regular file (a directory, FIFO, device or socket, or a link to
+	// one): it is refused without blocking, before a byte is read. It is
+	// vision.ErrNotRegular and shards.ErrNotRegular.
+	ErrNotRegular = regfile.ErrNotRegular
+	// ErrFileTooLarge is wrapped by the error of a CIFAR-10 batch file of
+	// more than 1 GiB. It is vision.ErrFileTooLarge and
+	// shards.ErrFileTooLarge.
+	ErrFileTooLarge = regfile.ErrTooLarge
+)
+
+// maxCIFARBytes bounds a CIFAR-10 batch file, read whole: one holds
+// 10,000 records, 30,730,000 bytes.
+const maxCIFARBytes = 1 << 30
 
 // FashionMNISTDir is where Debian's dataset-fashion-mnist package installs
 // Fashion-MNIST.
@@ -53,26 +73,67 @@ func (s *Images) Schema(o Options) collate.Schema {
 	}
 }
 
-// Dataset returns s as an engine Dataset of Schema(o).
+// Dataset returns s as an engine Dataset of Schema(o), over the pixels
+// and labels s holds now. Its Fingerprint (engine.Fingerprinter), which a
+// loader's State records, is:
+//
+//   - images.shape: Channels×Height×Width, which a Flat schema hides;
+//   - images.pixels and images.labels: each one's size and a hash of its
+//     bytes, sampled as internal/ident samples large data (all of them up
+//     to 256 KiB, else 64 blocks of 4 KiB spread over them). The bytes
+//     are those in memory, after gunzip and limit, so a split read from
+//     gzipped or plain files, or built by hand, is identified alike;
+//   - images.flip: Options.Flip.
+//
+// Labels are hashed whole up to 262,144 samples. Pixels are sampled: two
+// splits, or two data sets, differ, but an edit of a few images between
+// the sampled blocks is not seen (a resumed job would load the edited
+// images).
 func (s *Images) Dataset(o Options) engine.Dataset {
-	size, w := s.Size(), s.Width
-	return engine.DatasetFunc(s.Len(), s.Schema(o), func(_ context.Context, slot *engine.Slot) error {
-		i := slot.Index()
-		src := s.Pixels[i*size : (i+1)*size]
-		dst := collate.As[float32](slot.Tensor("image"))
-		mirror := o.Flip && slot.Rand().IntN(2) == 1
-		for row := 0; row < len(src); row += w {
-			for x := range w {
-				sx := x
-				if mirror {
-					sx = w - 1 - x
-				}
-				dst[row+x] = float32(src[row+sx]) / 255
+	d := &imagesDataset{pixels: s.Pixels, labels: s.Labels, c: s.Channels, h: s.Height, w: s.Width, schema: s.Schema(o), flip: o.Flip}
+	d.fp = engine.Fingerprint{
+		"images.shape":  fmt.Sprintf("%dx%dx%d", s.Channels, s.Height, s.Width),
+		"images.pixels": ident.Bytes(s.Pixels),
+		"images.labels": ident.Bytes(s.Labels),
+		"images.flip":   strconv.FormatBool(o.Flip),
+	}
+	return d
+}
+
+// imagesDataset is Images.Dataset's: the images as float32 in [0, 1].
+type imagesDataset struct {
+	pixels, labels []byte
+	c, h, w        int
+	schema         collate.Schema
+	flip           bool
+	fp             engine.Fingerprint
+}
+
+func (d *imagesDataset) Len() int                        { return len(d.labels) }
+func (d *imagesDataset) Schema() collate.Schema          { return d.schema }
+func (d *imagesDataset) Fingerprint() engine.Fingerprint { return maps.Clone(d.fp) }
+
+// Fill writes image s.Index(), mirrored when Flip draws it, and its label.
+func (d *imagesDataset) Fill(_ context.Context, slot *engine.Slot) error {
+	i := slot.Index()
+	if i < 0 || i >= len(d.labels) {
+		return fmt.Errorf("datasets: index %d out of range [0, %d)", i, len(d.labels))
+	}
+	size, w := d.c*d.h*d.w, d.w
+	src := d.pixels[i*size : (i+1)*size]
+	dst := collate.As[float32](slot.Tensor("image"))
+	mirror := d.flip && slot.Rand().IntN(2) == 1
+	for row := 0; row < len(src); row += w {
+		for x := range w {
+			sx := x
+			if mirror {
+				sx = w - 1 - x
 			}
+			dst[row+x] = float32(src[row+sx]) / 255
 		}
-		collate.As[int64](slot.Tensor("label"))[0] = int64(s.Labels[i])
-		return nil
-	})
+	}
+	collate.As[int64](slot.Tensor("label"))[0] = int64(d.labels[i])
+	return nil
 }
 
 // MNIST reads split ("train" or "t10k") of MNIST, Fashion-MNIST or any set
@@ -164,10 +225,10 @@ func ReadIDX(r io.Reader, limit int) (IDX, error) {
 
 // readIDXFile reads path, or path.gz where path does not exist.
 func readIDXFile(path string, limit int) (IDX, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		path += ".gz"
-		f, err = os.Open(path)
+		f, err = regfile.Open(path)
 	}
 	if err != nil {
 		return IDX{}, fmt.Errorf("datasets: %w", err)
@@ -219,7 +280,7 @@ func CIFAR10(dir string, train bool, limit int) (*Images, error) {
 
 // readCIFAR appends the records of one CIFAR-10 batch file to s.
 func (s *Images) readCIFAR(path string, limit int) error {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, maxCIFARBytes)
 	if err != nil {
 		return fmt.Errorf("datasets: %w", err)
 	}

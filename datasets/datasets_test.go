@@ -33,7 +33,7 @@ func idx(dims []uint32, payload []byte) []byte {
 }
 
 // write writes data to dir/name, gzipped where name ends in .gz.
-func write(t *testing.T, dir, name string, data []byte) {
+func write(t testing.TB, dir, name string, data []byte) {
 	t.Helper()
 	if filepath.Ext(name) == ".gz" {
 		var b bytes.Buffer
@@ -48,10 +48,13 @@ func write(t *testing.T, dir, name string, data []byte) {
 
 // tiny writes a split of n 28×28 images whose pixel (y, x) of image i is
 // i+x and whose label is i mod 10, gzipped or not.
-func tiny(t *testing.T, n int, gz bool) string {
+func tiny(t testing.TB, n int, gz bool) string { return tinyFrom(t, 0, n, gz) }
+
+// tinyFrom is tiny of images first to first+n-1.
+func tinyFrom(t testing.TB, first, n int, gz bool) string {
 	dir := t.TempDir()
 	var images, labels []byte
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		for range 28 {
 			for x := range 28 {
 				images = append(images, byte(i+x))
@@ -161,7 +164,7 @@ func TestDatasetScalesShapesAndFlips(t *testing.T) {
 
 // cifar writes a CIFAR-10 batch file of n records: label i mod 10, channel
 // c of pixel p of image i is i+c+p.
-func cifar(t *testing.T, dir, name string, first, n int) {
+func cifar(t testing.TB, dir, name string, first, n int) {
 	var b []byte
 	for i := first; i < first+n; i++ {
 		b = append(b, byte(i%10))

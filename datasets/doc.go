@@ -7,5 +7,12 @@
 //
 // Sizes in a file's header are checked against the bytes that exist before
 // anything is allocated from them, so a corrupt or hostile file fails with an
-// error that names it.
+// error that names it. Only regular files are read: a FIFO, device, socket
+// or directory (or a link to one, such as /dev/zero) fails with
+// ErrNotRegular, without blocking.
+//
+// A Dataset's Fingerprint (engine.Fingerprinter), which a loader's State
+// records, names the images' shape, their pixels and labels (sampled
+// hashes of the bytes in memory) and Flip, so a job resumed on another
+// split or data set is refused.
 package datasets

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -61,11 +62,15 @@ func Root(dir string) Option { return func(o *options) { o.root = dir } }
 // label field. Decoding is its Pipeline's: a Dataset is a list of files
 // over one Pipeline, so a folder and a shard give the same bits for the
 // same image and RNG. Errors name the file. It is safe for concurrent
-// Fills; Close releases its Pipeline.
+// Fills; Close releases its Pipeline. Its Fingerprint, which a loader's
+// State records, names its transform, classes and files.
 type Dataset struct {
 	samples []Sample
 	classes []string
 	p       *Pipeline
+
+	filesOnce sync.Once
+	files     string // vision.files of the Fingerprint
 }
 
 // New returns a dataset of samples; classes names the labels (it may be

@@ -13,6 +13,8 @@ import (
 	_ "golang.org/x/image/bmp" // the rest of torchvision's IMG_EXTENSIONS
 	"golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // Errors that callers test with errors.Is.
@@ -29,12 +31,14 @@ var (
 	ErrCorrupt = errors.New("vision: truncated or corrupt image")
 	// ErrNotRegular is wrapped by the error of a path that is not a
 	// regular file (a directory, FIFO, device or socket, a link to one
-	// included): it is refused before any byte is read.
-	ErrNotRegular = errors.New("vision: not a regular file")
+	// included): it is refused before any byte is read. It is the error
+	// of every file the module reads (shards.ErrNotRegular too).
+	ErrNotRegular = regfile.ErrNotRegular
 	// ErrFileTooLarge is wrapped by the error of a file of more bytes than
 	// the limit (MaxFileBytes): it is refused before it is read, or as soon
-	// as it grows past the limit while it is read.
-	ErrFileTooLarge = errors.New("vision: file larger than the limit")
+	// as it grows past the limit while it is read. It is the error of
+	// every file the module reads whole (shards.ErrFileTooLarge too).
+	ErrFileTooLarge = regfile.ErrTooLarge
 )
 
 // DefaultMaxPixels is Pillow's decompression-bomb limit (twice

@@ -58,4 +58,10 @@
 // any name: Python's sorted() on os.fsdecode'd names, which is code point
 // order with each byte that is not UTF-8 read as U+DC80-U+DCFF, not
 // byte order.
+//
+// A Dataset's Fingerprint (engine.Fingerprinter), which a loader's State
+// records, names its transform, JPEG decoder, classes and files (names
+// relative to the folder they share, labels and sizes; no image is
+// read), so a job resumed on another transform, folder or list is
+// refused, and one resumed on the same tree copied elsewhere is not.
 package vision

@@ -3,13 +3,18 @@ package vision
 import (
 	"encoding/csv"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
+
+// maxListBytes bounds a FileList's list, read whole: ImageNet's train
+// list (1.28 M lines) is about 60 MB.
+const maxListBytes = 1 << 30
 
 // IMGExtensions are torchvision's IMG_EXTENSIONS: the files ImageFolder
 // takes, matched case-insensitively. Each has a decoder here; the format
@@ -154,18 +159,18 @@ func hasExt(name string, exts []string) bool {
 // the class indices; otherwise they are class names, numbered in sorted
 // order as ImageFolder numbers folders. A line without a path and a label
 // is an error naming it; a listed file that is missing fails its sample
-// when it is loaded.
+// when it is loaded. The list itself must be a regular file of at most
+// 1 GiB (ErrNotRegular, ErrFileTooLarge).
 func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	o := options{root: filepath.Dir(list)}
 	for _, f := range opts {
 		f(&o)
 	}
-	f, err := os.Open(list)
+	data, err := regfile.ReadFile(list, maxListBytes)
 	if err != nil {
 		return nil, fmt.Errorf("vision: FileList: %w", err)
 	}
-	defer f.Close()
-	rows, err := readList(f)
+	rows, err := readList(data)
 	if err != nil {
 		return nil, fmt.Errorf("vision: FileList %s: %w", list, err)
 	}
@@ -228,12 +233,8 @@ type listRow struct {
 	line        int
 }
 
-// readList returns the rows of a file list.
-func readList(r io.Reader) ([]listRow, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
+// readList returns the rows of the file list b.
+func readList(b []byte) ([]listRow, error) {
 	var rows []listRow
 	for n, line := range strings.Split(strings.TrimPrefix(string(b), "\ufeff"), "\n") {
 		line = strings.TrimRight(line, "\r")

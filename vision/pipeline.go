@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // Pipeline is the fused transform on bytes from any source: a compressed
@@ -162,9 +163,8 @@ func (p *Pipeline) Close() error {
 // reused from image to image so that the libjpeg path allocates nothing
 // in steady state.
 type scratch struct {
-	path   []byte // NUL-terminated, for the system call
-	data   []byte
-	pl     *plan // the current image's: one of plans
+	file   regfile.Buffer // the file's bytes
+	pl     *plan          // the current image's: one of plans
 	plans  [planCacheSize]cachedPlan
 	clock  uint64 // counts builds: the least recently used plan goes first
 	region []byte

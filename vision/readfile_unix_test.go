@@ -164,3 +164,29 @@ func TestPathWithNUL(t *testing.T) {
 		assert.ErrorContains(t, err, "NUL")
 	}
 }
+
+// A file list that is a FIFO or a link to /dev/zero is refused, naming
+// it, without blocking and without filling the memory.
+func TestFileListNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "list.txt")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	zero := filepath.Join(dir, "zero.txt")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	for _, p := range []string{fifo, zero} {
+		done := make(chan error, 1)
+		go func() { _, err := vision.FileList(p, vision.Eval(32)); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("FileList(%s) blocks", p)
+			if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil { // O_RDWR: opens without a reader
+				w.Close()
+			}
+			err = <-done
+		}
+		assert.ErrorIs(t, err, vision.ErrNotRegular, p)
+		assert.ErrorContains(t, err, p)
+	}
+}

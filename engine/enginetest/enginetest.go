@@ -20,10 +20,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 )
 
@@ -56,7 +58,8 @@ type Case struct {
 //   - Workers: the same batches, bit for bit, for Workers 0, 1 and 3;
 //   - Resume: a State taken at random cuts, through JSON, resumes into the
 //     same batches as the uninterrupted run, with other Workers;
-//   - Refuse: a State of New's dataset is refused by a loader of Other's;
+//   - Refuse: a State of New's dataset is refused by a loader of Other's,
+//     for its fingerprint when the two have the same Len and Schema;
 //   - Leaks: an epoch cancelled or left early, and Close, leave no
 //     goroutine and no pinned buffer behind.
 func TestDataset(t *testing.T, c Case) {
@@ -264,7 +267,8 @@ func (s *suite) refuse(t *testing.T) {
 	if s.c.Other == nil {
 		t.Skip("Case.Other is nil: no differently configured dataset to refuse a State for")
 	}
-	_, st := s.runState(t, open(t, s.c.New), engine.Config{}, 1)
+	ds := open(t, s.c.New)
+	_, st := s.runState(t, ds, engine.Config{}, 1)
 	other := open(t, s.c.Other)
 	cfg := s.cfg
 	cfg.Resume = &st
@@ -272,6 +276,11 @@ func (s *suite) refuse(t *testing.T) {
 	if err == nil {
 		l.Close()
 		t.Fatalf("a State of %T resumed on the Other dataset: want an error naming Config.Resume; the fingerprints are %v and %v", other, st.Dataset, engine.FingerprintOf(other))
+	}
+	// With the same Len and Schema, only the fingerprint tells them apart.
+	if other.Len() == ds.Len() && slices.EqualFunc(other.Schema(), ds.Schema(), func(a, b collate.Field) bool { return a.String() == b.String() }) &&
+		!strings.Contains(err.Error(), "Config.Resume: Dataset") {
+		t.Fatalf("refused, but not for its fingerprint (want an error naming Config.Resume: Dataset): %v", err)
 	}
 	t.Logf("refused: %v", err)
 }

@@ -101,6 +101,9 @@ func TestSuiteCatchesBrokenDatasets(t *testing.T) {
 }
 
 func fillIndex(_ context.Context, s *engine.Slot) error {
+	if s.Index() < 0 || s.Index() >= 20 {
+		return fmt.Errorf("index %d out of range", s.Index())
+	}
 	collate.As[int64](s.Tensor("v"))[0] = int64(s.Index()) * int64(s.Rand().IntN(100))
 	return nil
 }
