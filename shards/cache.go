@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // DefaultCacheReadAhead is how many shards after the one opened a
@@ -236,8 +238,10 @@ type entryMeta struct {
 }
 
 // complete returns the size of the cached copy of name, if whole: its
-// file and .meta exist and agree; or, for a shard found whole before,
-// its file exists with the size it had then.
+// file and .meta exist, are regular files (a .meta replaced by a FIFO or
+// a link to a device is refused unread: the shard downloads again) and
+// agree; or, for a shard found whole before, its file exists with the
+// size it had then.
 func (c *cache) complete(k, name string) (int64, bool) {
 	c.wholeMu.Lock()
 	w, ok := c.whole[k]
@@ -248,7 +252,7 @@ func (c *cache) complete(k, name string) (int64, bool) {
 		}
 		c.forget(k)
 	}
-	data, err := os.ReadFile(c.path(k) + ".meta")
+	data, err := regfile.ReadFile(c.path(k)+".meta", maxMetaBytes)
 	if err != nil {
 		return 0, false
 	}
@@ -350,7 +354,7 @@ func (c *cache) open(ctx context.Context, name string) (io.ReadCloser, error) {
 		}
 		if lk.try(false) {
 			if _, ok := c.complete(k, name); ok {
-				if f, err := os.Open(c.path(k)); err == nil {
+				if f, err := regfile.Open(c.path(k)); err == nil {
 					c.hits.Add(1)
 					now := time.Now()
 					os.Chtimes(c.path(k), now, now) // for LRU

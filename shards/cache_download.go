@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // NOTE: the cache's protocol. Each cached shard k has three files in
@@ -263,7 +265,7 @@ func (d *download) follow(ctx context.Context) (io.ReadCloser, error) {
 	var f *os.File
 	if state != failed && path != "" {
 		// Opened under mu, which the rename to the cached name holds.
-		f, err = os.Open(path)
+		f, err = regfile.Open(path)
 	}
 	d.mu.Unlock()
 	switch {

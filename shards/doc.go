@@ -9,10 +9,19 @@
 // shards by a brace pattern ("train-{0000..0999}.tar", see Expand) or a
 // folder, a name ending in "/" ("s3://bucket/train/", see List). Every
 // error names the shard, and the member or sample key where there is one.
-// Remote reads never hang: each request and each silence of a response
-// body is bounded by Opener.Timeout, and transient failures (5xx, 429,
-// timeouts, dropped connections, truncated bodies) are retried with
-// backoff from the byte they stopped at, counted in Opener.ReadRetries.
+// Remote requests never hang: each request and each silence of a
+// response body is bounded by Opener.Timeout. Every request (a listing's
+// pages, the size probes that check a shard list, opens and the range
+// requests that resume them, shard lists and indexes, cache downloads,
+// Parquet footers) goes through one retry policy (see Opener): a refused
+// connection, one closed before a response, a body cut short, a 5xx, 408
+// or 429 and a timeout are retried with backoff, a read from the byte it
+// stopped at, up to Opener.MaxRetries times in a row, counted in
+// Opener.ReadRetries; anything else fails at once. Nothing a server sends
+// is followed without bound: 10 redirects at most, a listing whose next
+// page token repeats one it gave before (or past 100,000 pages or
+// 10,000,000 shards) is an error naming the store, bucket and prefix, and
+// a body is read no further than the size its server declared.
 // Credentials come from each provider's usual chain: the AWS CLI's
 // variables and files (NewS3Client), Google's Application Default
 // Credentials (or STORAGE_EMULATOR_HOST), Azure's
@@ -28,6 +37,14 @@
 // by them and held to the data while it is read, a brace pattern's names
 // are counted before any is made, and a token file cut short while mapped
 // is an error naming the file and the window, not a SIGBUS.
+//
+// Only regular files are read locally: a shard, a shard list, the cache's
+// files, a token file, a Megatron .idx and .bin. A FIFO, device, socket
+// or directory, or a link to one (/dev/zero), is refused without
+// blocking, before a byte is read, with an error naming the path and what
+// it is (ErrNotRegular); a file read whole (a .meta, an .idx) is read
+// within a bound (ErrFileTooLarge). A cached shard whose .meta is not a
+// regular file is downloaded again.
 //
 // # Parquet shards
 //
@@ -70,4 +87,15 @@
 // Each row group's declared row count is held to the values its columns
 // hold, and the file's to the count the shard was listed with: a
 // difference is an error naming the shard.
+//
+// A Parquet file's footer and page headers declare counts and sizes that
+// parquet-go allocates by; each is held to the bytes the file has before
+// parquet-go reads it, and to these bounds: a footer of at most 16 MiB,
+// whose decoding allocates at most 256 MiB; a schema of at most 10,000
+// elements (groups and columns), nested at most 64 levels deep; Thrift
+// nested at most 32 deep; a page within its column chunk, whose reading
+// allocates at most 1 GiB (its uncompressed size and 13 bytes per value),
+// no larger uncompressed than its codec can make its bytes, and of no
+// more values than its row group has rows. A shard beyond them is an
+// error naming it.
 package shards

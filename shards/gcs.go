@@ -43,7 +43,7 @@ func (o *Opener) gcsStore(ctx context.Context) (*gcsStore, error) {
 	o.gcsOnce.Do(func() {
 		base := o.HTTPClient
 		if base == nil {
-			base = &http.Client{Transport: o.transport(http.DefaultTransport.(*http.Transport).Clone())}
+			base = o.newClient(http.DefaultTransport.(*http.Transport).Clone())
 			o.gcsHTTP.Store(base)
 		}
 		s := &gcsStore{c: base, endpoint: "https://storage.googleapis.com"}

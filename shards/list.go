@@ -2,11 +2,13 @@ package shards
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -40,7 +42,9 @@ func isShardName(name string) bool {
 //     Azure's List Blobs) whose names end in ".tar" or ".parquet", sorted
 //     by name; others, such as shardlist.json, and deeper "folders" are
 //     skipped. A page that fails transiently is retried as reads are (see
-//     Opener).
+//     Opener). A page whose next-page token a page before it gave (a
+//     listing that would never end), more than 100,000 pages or more than
+//     10,000,000 shards are an error naming the store, bucket and prefix.
 //   - http(s)://host/path/: the shards that the folder's shard list,
 //     path/shardlist.json (see ShardList), names, in its order; a folder
 //     without one is an error naming the list's URL, as HTTP has no
@@ -81,9 +85,16 @@ func List(ctx context.Context, o *Opener, prefix string) ([]string, error) {
 	return names, nil
 }
 
+// Bounds of a bucket's listing, which the server's answers could
+// otherwise stretch without end: pages, and shards kept.
+var (
+	maxListPages  = 100_000
+	maxListShards = 10_000_000
+)
+
 // listBucket lists an object store's prefix page by page.
 func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error) {
-	k, scheme, what, bucket, key, _ := splitBucket(prefix)
+	k, scheme, what, bucket, _, _ := splitBucket(prefix)
 	if bucket == "" {
 		return nil, fmt.Errorf("shards: %q: want %s%s/prefix/", prefix, scheme, what)
 	}
@@ -91,38 +102,65 @@ func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error
 	if err != nil {
 		return nil, fmt.Errorf("shards: %s: %w", prefix, err)
 	}
+	return o.listPages(ctx, s, prefix)
+}
+
+// listPages lists the object store's prefix (a URL) by s page by page,
+// each page a request under the Opener's retry policy. A page whose
+// next-page token one before it gave (A, A or A, B, A: a listing that
+// would never end), more than maxListPages pages or maxListShards shards
+// are an error naming the store, the bucket and the prefix.
+func (o *Opener) listPages(ctx context.Context, s bucketStore, prefix string) ([]string, error) {
+	k, scheme, what, bucket, key, _ := splitBucket(prefix)
+	where := fmt.Sprintf("%s (%s %s %q, prefix %q)", prefix, storeName(k), what, bucket, key)
 	var names []string
-	for token, fails := "", 0; ; {
-		o.requests.Add(1)
-		pctx, cancel := context.WithTimeout(ctx, o.timeout()) // a page never hangs
-		keys, next, err := s.list(pctx, bucket, key, token)
-		cancel()
+	seen := map[[sha256.Size]byte]int{} // the pages by the token they gave
+	var rs retries
+	for page, token := 1, ""; ; page++ {
+		if page > maxListPages {
+			return nil, fmt.Errorf("shards: listing %s: more than %d pages", where, maxListPages)
+		}
+		var keys []string
+		var next string
+		a, err := o.do(ctx, &rs, func() string { return fmt.Sprintf("at page %d", page) }, func(a *attempt) error {
+			var err error
+			keys, next, err = s.list(a.ctx, bucket, key, token)
+			return err
+		})
 		if err != nil {
-			if fails < o.maxRetries() && transient(ctx, err) {
-				fails++
-				if err = o.wait(ctx, fails); err == nil {
-					continue
-				}
-			}
-			if ctx.Err() != nil {
-				err = context.Cause(ctx)
-			}
 			return nil, fmt.Errorf("shards: listing %s: %w", prefix, err)
 		}
-		fails = 0
+		a.end()
+		rs = retries{} // a page arrived
 		for _, k := range keys {
 			rest, ok := strings.CutPrefix(k, key)
 			if ok && rest != "" && !strings.Contains(rest, "/") && isShardName(rest) {
 				names = append(names, scheme+bucket+"/"+k)
 			}
 		}
+		if len(names) > maxListShards {
+			return nil, fmt.Errorf("shards: listing %s: more than %d shards", where, maxListShards)
+		}
 		if next == "" {
 			break
 		}
+		h := sha256.Sum256([]byte(next))
+		if first, ok := seen[h]; ok {
+			return nil, fmt.Errorf("shards: listing %s: page %d gives the next-page token page %d gave (%s): the listing would never end", where, page, first, abbrev(next))
+		}
+		seen[h] = page
 		token = next
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// abbrev quotes s, its first 64 bytes where it is longer.
+func abbrev(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // listHTTP returns the shards that prefix's shardlist.json names.

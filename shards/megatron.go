@@ -17,6 +17,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // MegatronConfig configures a Megatron-LM / NeMo indexed dataset
@@ -158,7 +159,11 @@ func megatronCode(dt collate.DType) (uint8, bool) {
 
 // parseMegatronIndex parses the .idx bytes data of file name, checking
 // every count against len(data) and every sequence against a .bin of
-// binSize bytes before using it.
+// binSize bytes before using it, and the invariants of Megatron's format:
+// the tables fill the file (a multimodal index adds a byte a sequence);
+// the sequences lie back to back from the .bin's start to its end; the
+// document indices run from 0 to the sequence count, never decreasing.
+// An error names the file, the table and the entry.
 func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex, error) {
 	const header = 9 + 8 + 1 + 8 + 8
 	bad := func(field, format string, args ...any) error {
@@ -197,6 +202,11 @@ func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex
 	if ndoc == 0 {
 		return nil, bad("document count", "0, want at least 1 (the document indices start with 0)")
 	}
+	// The tables end the file; a multimodal index (Megatron's
+	// multimodal=True) follows them with a byte a sequence, its modes.
+	if after := rest - 12*nseq; after != 8*ndoc && after != 8*ndoc+nseq {
+		return nil, bad("document count", "%d: the file holds %d bytes after the sequences, want %d (or %d with a multimodal index's sequence modes)", ndoc, after, 8*ndoc, 8*ndoc+nseq)
+	}
 	es := int64(dt.Size())
 	x := &megatronIndex{dtype: dt, lengths: make([]int32, nseq), pointers: make([]int64, nseq), docs: make([]int64, ndoc)}
 	off := header
@@ -207,6 +217,10 @@ func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex
 		}
 	}
 	off += 4 * int(nseq)
+	// The .bin holds the sequences back to back, as Megatron's writer
+	// puts them (its pointers are the lengths' running sum), and nothing
+	// else: a pointer is where the sequence before it ends.
+	var end int64 // where sequence i-1 ends
 	for i := range x.pointers {
 		p := int64(binary.LittleEndian.Uint64(data[off+8*i:]))
 		x.pointers[i] = p
@@ -217,6 +231,16 @@ func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex
 		if p%es != 0 {
 			return nil, bad("sequence pointers", "sequence %d at byte %d, not a multiple of the %v token size", i, p, dt)
 		}
+		if p != end && i == 0 {
+			return nil, bad("sequence pointers", "sequence 0 at byte %d, want 0 (the .bin holds the sequences back to back from its start)", p)
+		}
+		if p != end {
+			return nil, bad("sequence pointers", "sequence %d at byte %d, want %d, where sequence %d ends", i, p, end, i-1)
+		}
+		end = p + n
+	}
+	if end != binSize {
+		return nil, bad("sequence pointers", "the last sequence ends at byte %d, but the .bin holds %d bytes (a .bin written for another .idx?)", end, binSize)
 	}
 	off += 8 * int(nseq)
 	for i := range x.docs {
@@ -230,6 +254,9 @@ func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex
 		case i > 0 && v < x.docs[i-1]:
 			return nil, bad("document indices", "entry %d is %d, less than entry %d (%d)", i, v, i-1, x.docs[i-1])
 		}
+	}
+	if last := x.docs[ndoc-1]; uint64(last) != nseq {
+		return nil, bad("document indices", "entry %d, the last, is %d, want %d (the sequence count)", ndoc-1, last, nseq)
 	}
 	return x, nil
 }
@@ -245,15 +272,21 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 		return nil, fmt.Errorf("shards: Megatron: MegatronConfig.SeqLength %d, want > 0", cfg.SeqLength)
 	}
 	idxPath, binPath := prefix+".idx", prefix+".bin"
-	fi, err := os.Stat(binPath)
+	bin, binSize, err := openTokenFile(binPath)
 	if err != nil {
 		return nil, fmt.Errorf("shards: Megatron: %w", err)
 	}
-	data, err := os.ReadFile(idxPath)
+	opened := false
+	defer func() {
+		if !opened {
+			bin.close()
+		}
+	}()
+	data, err := regfile.ReadFile(idxPath, maxMegatronIndexBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shards: Megatron: %w", err)
 	}
-	x, err := parseMegatronIndex(idxPath, data, fi.Size())
+	x, err := parseMegatronIndex(idxPath, data, binSize)
 	if err != nil {
 		return nil, fmt.Errorf("shards: Megatron: %w", err)
 	}
@@ -275,12 +308,9 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 	if n > math.MaxInt32 {
 		return nil, fmt.Errorf("shards: Megatron: %s: %d samples an epoch, too many", idxPath, n)
 	}
-	bin, err := openTokenFile(binPath, fi.Size())
-	if err != nil {
-		return nil, fmt.Errorf("shards: Megatron: %w", err)
-	}
+	opened = true
 	return &MegatronDataset{
-		prefix: prefix, cfg: cfg, idx: x, bin: bin, all: bin.view(0, fi.Size()), binSize: fi.Size(), ntok: ntok, n: int(n),
+		prefix: prefix, cfg: cfg, idx: x, bin: bin, all: bin.view(0, binSize), binSize: binSize, ntok: ntok, n: int(n),
 		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.SeqLength + 1}}},
 		epochs: map[int]*megatronEpoch{},
 	}, nil

@@ -551,6 +551,60 @@ func megatronIdx() (idx, bin []byte) {
 	return idx, make([]byte, 22)
 }
 
+// megatronIdxOf returns an .idx of uint16 tokens with the given tables,
+// as they are, and the .bin that its lengths call for.
+func megatronIdxOf(lengths []uint32, pointers, docs []uint64) (idx, bin []byte) {
+	idx = append([]byte(nil), megatronMagic...)
+	idx = binary.LittleEndian.AppendUint64(idx, 1)
+	idx = append(idx, 8)
+	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(lengths)))
+	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(docs)))
+	var n int
+	for _, v := range lengths {
+		idx = binary.LittleEndian.AppendUint32(idx, v)
+		n += 2 * int(v)
+	}
+	for _, v := range pointers {
+		idx = binary.LittleEndian.AppendUint64(idx, v)
+	}
+	for _, v := range docs {
+		idx = binary.LittleEndian.AppendUint64(idx, v)
+	}
+	return idx, make([]byte, n)
+}
+
+// Issue 35, 7: document indices that stop short of the sequence count
+// (S = 5, [0, 1, 2, 3, 4, 4]) leave sequence 4 in no document; Megatron's
+// reader asserts that the last is S. The error names the file, the table
+// and the entry.
+func TestMegatronDocumentIndicesEnd(t *testing.T) {
+	for _, tc := range []struct {
+		docs []uint64
+		want string
+	}{
+		{[]uint64{0, 1, 2, 3, 4, 4}, "bad.idx: document indices: entry 5, the last, is 4, want 5 (the sequence count)"},
+		{[]uint64{0, 1, 2, 3, 4}, "bad.idx: document indices: entry 4, the last, is 4, want 5 (the sequence count)"},
+		{[]uint64{0}, "bad.idx: document indices: entry 0, the last, is 0, want 5 (the sequence count)"},
+	} {
+		idx, bin := megatronIdxOf([]uint32{3, 3, 3, 3, 3}, []uint64{0, 6, 12, 18, 24}, tc.docs)
+		prefix := filepath.Join(t.TempDir(), "bad")
+		require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+		require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+		d, err := Megatron(prefix, MegatronConfig{SeqLength: 2})
+		require.Error(t, err, "%v", tc.docs)
+		assert.Nil(t, d)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+	// Empty documents (an entry repeated inside) are Megatron's too.
+	idx, bin := megatronIdxOf([]uint32{3, 3, 3, 3, 3}, []uint64{0, 6, 12, 18, 24}, []uint64{0, 1, 1, 3, 5, 5, 5})
+	prefix := filepath.Join(t.TempDir(), "ok")
+	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+	require.NoError(t, os.WriteFile(prefix+".bin", bin, 0o644))
+	d, err := Megatron(prefix, MegatronConfig{SeqLength: 2})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+}
+
 // Corrupt or truncated files are errors naming the file and the field,
 // never a panic or an allocation the files do not back.
 func TestMegatronCorruptFiles(t *testing.T) {
@@ -593,6 +647,12 @@ func TestMegatronCorruptFiles(t *testing.T) {
 		{"first document", put64(docs, 1), nil, ".idx: document indices: the first is 1, want 0"},
 		{"document past sequences", put64(docs+16, 4), nil, ".idx: document indices: entry 2 is 4, outside the 3 sequences"},
 		{"documents decrease", func(b []byte) []byte { return put64(docs+16, 2)(put64(docs+8, 3)(b)) }, nil, ".idx: document indices: entry 2 is 2, less than entry 1 (3)"},
+		{"documents end early", put64(docs+16, 2), nil, ".idx: document indices: entry 2, the last, is 2, want 3 (the sequence count)"},
+		{"trailing bytes", func(b []byte) []byte { return append(b, 1, 2, 3, 4, 5) }, nil, ".idx: document count: 3: the file holds 29 bytes after the sequences, want 24 (or 27 with a multimodal index's sequence modes)"},
+		{"first pointer", put64(pointers, 2), nil, ".idx: sequence pointers: sequence 0 at byte 2, want 0 (the .bin holds the sequences back to back from its start)"},
+		{"pointers overlap", put64(pointers+8, 4), nil, ".idx: sequence pointers: sequence 1 at byte 4, want 8, where sequence 0 ends"},
+		{"pointers decrease", func(b []byte) []byte { return put64(pointers+16, 8)(put64(pointers+8, 12)(b)) }, nil, ".idx: sequence pointers: sequence 1 at byte 12, want 8, where sequence 0 ends"},
+		{"bin too long", nil, func(b []byte) []byte { return append(b, 0, 0) }, ".idx: sequence pointers: the last sequence ends at byte 22, but the .bin holds 24 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idx, bin := megatronIdx()
@@ -620,6 +680,13 @@ func TestMegatronCorruptFiles(t *testing.T) {
 	require.NoError(t, err, "the base case is valid")
 	assert.Equal(t, 5, d.Len())
 	require.NoError(t, d.Close())
+	// A multimodal index's sequence modes, one byte a sequence after the
+	// document indices, are allowed (and not read).
+	require.NoError(t, os.WriteFile(prefix+".idx", append(idx, 0, 0, 0), 0o644))
+	d, err = Megatron(prefix, MegatronConfig{SeqLength: 2})
+	require.NoError(t, err, "with sequence modes")
+	require.NoError(t, d.Close())
+	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
 	for _, tc := range []struct {
 		prefix string
 		cfg    MegatronConfig

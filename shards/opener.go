@@ -23,6 +23,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // Defaults of an Opener's zero fields.
@@ -34,15 +36,34 @@ const (
 
 // Opener opens shards by name: a local path or file:// URL, an http:// or
 // https:// URL, s3://bucket/key, gs://bucket/key (Google Cloud Storage) or
-// az://container/key (Azure Blob Storage; azblob:// too). Remote reads are
-// resumable: a transient failure (a 5xx, 408 or 429 status, a timeout, a
-// refused or dropped connection, a body cut short) is retried with backoff
-// by a range request from the byte where the read stopped, and counted in
-// ReadRetries; so is a page of a listing (see List). A 403, a 404 or a
-// shard that changes while it is read (its ETag or Last-Modified differ
-// between requests) fails at once. The object stores' SDKs do not retry
-// on their own: every request is the Opener's, counted in Requests. The
-// zero Opener is ready to use; it is safe for concurrent use.
+// az://container/key (Azure Blob Storage; azblob:// too).
+//
+// Every remote request it makes goes through one retry policy: a page of
+// a listing (see List), the one-byte probe of a shard's size (which
+// checks a shard list's counts), the footer of a Parquet shard, an open
+// and each range request that resumes it, a whole small file (a shard
+// list, an index: ReadFile) and a cache download (see Cache). A failure is
+// transient, and retried, when the connection is refused, reset or
+// closed before a response, when a body is cut short, on a 5xx, 408 or
+// 429 status, and when a request waits longer than Timeout for its
+// response or a body goes silent that long. It is retried after Backoff
+// (see there), up to MaxRetries times in a row, counted in ReadRetries; a
+// read resumes by a range request from the byte where it stopped, and its
+// count starts again once bytes arrive (a listing's, once a page
+// arrives). A 403, a 404, a redirect loop, a shard that changes while it
+// is read (its ETag or Last-Modified differ between requests) or the
+// last transient failure fails at once, naming the shard or folder. The
+// object stores' SDKs do not retry on their own: every request is the
+// Opener's, counted in Requests.
+//
+// What a server sends bounds nothing by itself: redirects are followed
+// at most 10 deep (the clients the Opener makes), a listing ends with an
+// error when a page repeats a next-page token seen before, or past
+// 100,000 pages or 10,000,000 shards, a read stops at the size
+// the server declared (more bytes is an error), ReadFile reads 256 MiB at
+// most and error bodies are read up to 4 KiB.
+//
+// The zero Opener is ready to use; it is safe for concurrent use.
 type Opener struct {
 	// HTTPClient does http(s):// requests, and those of the S3, GCS and
 	// Azure clients that the Opener makes (GCS's with its credentials
@@ -60,8 +81,9 @@ type Opener struct {
 	// each silence of a response body; 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is how many times in a row a transient failure is retried
-	// before the read fails; the count starts again once bytes arrive. 0
-	// means DefaultRetries; negative, none.
+	// before the request fails; the count starts again once bytes arrive
+	// (for a listing, once a page arrives). 0 means DefaultRetries;
+	// negative, none.
 	MaxRetries int
 	// Backoff is the wait before the first retry, doubling at each retry
 	// in a row up to 32 times; 0 means DefaultBackoff. Each wait is drawn
@@ -73,6 +95,10 @@ type Opener struct {
 	retried  atomic.Int64
 	requests atomic.Int64
 	fetched  atomic.Int64
+
+	// onRetry, when set (by tests), is called with each failure about to
+	// be retried, before its backoff.
+	onRetry func(err error)
 
 	randMu sync.Mutex
 	rand   *rand.Rand // nil until the first retry
@@ -140,10 +166,13 @@ func (o *Opener) backoff(n int) time.Duration {
 	return d/2 + time.Duration(o.rand.Int64N(int64(d-d/2)+1))
 }
 
-// wait counts retry number n in a row (from 1) and waits its backoff;
-// the error is ctx's cause, if it ends first.
-func (o *Opener) wait(ctx context.Context, n int) error {
+// wait counts retry number n in a row (from 1) of the failure err and
+// waits its backoff; the error is ctx's cause, if it ends first.
+func (o *Opener) wait(ctx context.Context, n int, err error) error {
 	o.retried.Add(1)
+	if o.onRetry != nil {
+		o.onRetry(err)
+	}
 	t := time.NewTimer(o.backoff(n))
 	defer t.Stop()
 	select {
@@ -159,9 +188,27 @@ func (o *Opener) httpClient() *http.Client {
 		return o.HTTPClient
 	}
 	o.httpOnce.Do(func() {
-		o.client = &http.Client{Transport: o.transport(http.DefaultTransport.(*http.Transport).Clone())}
+		o.client = o.newClient(http.DefaultTransport.(*http.Transport).Clone())
 	})
 	return o.client
+}
+
+// maxRedirects is the most redirects a request of the clients the Opener
+// makes follows.
+const maxRedirects = 10
+
+// newClient returns a client of the transport t with the Opener's
+// timeouts, which follows maxRedirects redirects at most.
+func (o *Opener) newClient(t *http.Transport) *http.Client {
+	return &http.Client{Transport: o.transport(t), CheckRedirect: checkRedirect}
+}
+
+// checkRedirect is the clients' redirect policy: maxRedirects at most.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return fmt.Errorf("more than %d redirects (the last to %s)", maxRedirects, req.URL.Redacted())
+	}
+	return nil
 }
 
 // s3HTTPClient returns the client of S3 requests, given the SDK's: the
@@ -173,7 +220,7 @@ func (o *Opener) s3HTTPClient(sdk s3.HTTPClient) s3.HTTPClient {
 	if o.HTTPClient != nil || !ok {
 		return o.httpClient()
 	}
-	c := &http.Client{Transport: o.transport(b.GetTransport())}
+	c := o.newClient(b.GetTransport())
 	o.s3HTTP.Store(c)
 	return c
 }
@@ -234,6 +281,19 @@ var buckets = []struct {
 	{"azblob://", viaAzure, "container"},
 }
 
+// storeName is the name of the object store of kind k, for errors.
+func storeName(k kind) string {
+	switch k {
+	case viaS3:
+		return "S3"
+	case viaGCS:
+		return "GCS"
+	case viaAzure:
+		return "Azure"
+	}
+	return "HTTP"
+}
+
 // splitBucket splits an object store's URL into its kind, scheme, bucket
 // and key (or prefix, which may be ""); ok is false for another name.
 func splitBucket(name string) (k kind, scheme, what, bucket, key string, ok bool) {
@@ -272,14 +332,18 @@ func parse(name string) (k kind, a, b string, err error) {
 
 // Open returns a reader of the shard name from its first byte. Remote
 // reads resume after transient failures (see Opener); every error names
-// the shard.
+// the shard. A local file must be a regular file (ErrNotRegular).
 func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	k, a, _, err := parse(name)
 	if err != nil {
 		return nil, err
 	}
 	if k == local {
-		return os.Open(a)
+		f, err := regfile.Open(a)
+		if err != nil {
+			return nil, err // not a nil *os.File in a non-nil io.ReadCloser
+		}
+		return f, nil
 	}
 	return o.openRemote(ctx, name, 0, "", -1)
 }
@@ -295,37 +359,94 @@ func (o *Opener) openRemote(ctx context.Context, name string, off int64, version
 // shard name into head, fewer where the object is shorter, and returns
 // them with a reader of it from its start, not connected, that knows the
 // object's size (total, -1 when the server does not say) and version,
-// which the answer to that range request says (Content-Range). Its body
-// is read to the end, so that the connection serves the next request: a
-// GET of the whole object closed unread, as a size's was, dropped its
-// connection after the server had sent what the connection's buffers
-// hold.
+// which the answer to that range request says (Content-Range). The
+// request is retried as any is (see Opener), a body cut short or silent
+// included. Its body is read to the end, so that the connection serves
+// the next request: a GET of the whole object closed unread, as a size's
+// was, dropped its connection after the server had sent what the
+// connection's buffers hold.
 func (o *Opener) probe(ctx context.Context, name string, head []byte) (*remoteReader, []byte, error) {
-	r, err := o.connectRemote(ctx, name, 0, int64(len(head)), "", -1)
+	r, err := o.newRemote(ctx, name, 0, -1, "", -1)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.n = -1           // the reads after this one are to the end
-	if r.body == nil { // an empty object (a 416)
-		return r, head[:0], nil
-	}
-	n, err := io.ReadFull(r.body, head)
-	r.o.fetched.Add(int64(n))
-	if err == io.EOF || err == io.ErrUnexpectedEOF { // a shorter object
-		err = nil
-	}
-	if err == nil { // a server that ignores ranges sends it all: closed unread
-		_, err = io.Copy(io.Discard, io.LimitReader(r.body, 4096))
-	}
-	r.closeBody()
+	n := 0
+	a, err := o.do(ctx, &r.retries, func() string { return "at byte 0" }, func(a *attempt) error {
+		body, info, err := r.fetch(a.ctx, 0, int64(len(head)))
+		if errors.Is(err, errEOF) { // an empty object (a 416)
+			n, r.total = 0, 0
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		if err := r.check(info); err != nil {
+			return err
+		}
+		// The attempt's timer runs on: the body's bytes come within
+		// Timeout too.
+		n, err = readHead(body, head, r.total)
+		o.fetched.Add(int64(n))
+		if err != nil {
+			return err
+		}
+		// A server that ignores ranges sends it all: read a little of the
+		// rest, closed unread beyond. What it says is not needed.
+		io.Copy(io.Discard, io.LimitReader(body, 4096))
+		return nil
+	})
 	if err != nil {
 		return nil, nil, r.fail(err)
 	}
+	a.end()
+	r.retries = retries{} // bytes arrived
 	return r, head[:n], nil
+}
+
+// readHead reads the first bytes of an object of total bytes (-1:
+// unknown) from body into head: all of head, or the whole object where
+// it is shorter. A body that ends before (where its framing or total
+// says there is more) is errTruncated.
+func readHead(body io.Reader, head []byte, total int64) (int, error) {
+	want := int64(len(head))
+	if total >= 0 {
+		want = min(want, total)
+	}
+	n := 0
+	for int64(n) < want {
+		m, err := body.Read(head[n:want])
+		n += m
+		switch {
+		case int64(n) == want:
+			return n, nil
+		case err == io.EOF && total < 0: // the end of an object of unknown size
+			return n, nil
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return n, fmt.Errorf("%w at byte %d of %d", errTruncated, n, want)
+		case err != nil:
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // connectRemote is openRemote of n bytes from off (n < 0: to the end).
 func (o *Opener) connectRemote(ctx context.Context, name string, off, n int64, version string, total int64) (*remoteReader, error) {
+	r, err := o.newRemote(ctx, name, off, n, version, total)
+	if err != nil {
+		return nil, err
+	}
+	// Connect now, so that a missing shard or bad credentials fail Open.
+	if err := r.connect(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newRemote returns a reader of n bytes from off (n < 0: to the end) of
+// the remote shard name, not connected.
+func (o *Opener) newRemote(ctx context.Context, name string, off, n int64, version string, total int64) (*remoteReader, error) {
 	k, a, b, err := parse(name)
 	if err != nil {
 		return nil, err
@@ -343,12 +464,7 @@ func (o *Opener) connectRemote(ctx context.Context, name string, off, n int64, v
 		}
 		f = s.fetcher(a, b)
 	}
-	r := &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, n: n, total: total, version: version}
-	// Connect now, so that a missing shard or bad credentials fail Open.
-	if err := r.connect(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, n: n, total: total, version: version}, nil
 }
 
 // maxReadFile bounds the files ReadFile reads.
@@ -499,8 +615,12 @@ func retryable(code int) bool {
 	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
 }
 
-// transient reports whether err, from a read of a request made under ctx,
-// is worth retrying.
+// transient reports whether err, the failure of a request made under
+// ctx (or of reading its body), is worth retrying: a refused, reset or
+// aborted connection, one closed before a response (Go's client says
+// io.EOF) or in the middle of a body, a body cut short, a status that
+// retryable accepts, a timeout, an SDK's failure to send or to read a
+// response. Never when ctx has ended.
 func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -511,13 +631,115 @@ func transient(ctx context.Context, err error) bool {
 	}
 	var ne net.Error
 	switch {
-	case errors.Is(err, errIdle), errors.Is(err, errTruncated), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+	case errors.Is(err, errIdle), errors.Is(err, errTruncated),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return true
 	}
 	var op *net.OpError
 	return errors.As(err, &op) || s3Transient(err)
+}
+
+// NOTE: the retry policy. Every remote request is made by Opener.do, the
+// one loop that retries: listing pages, size probes, opens, the range
+// requests that resume a read or read a Parquet footer, whole small
+// files, cache downloads. A failure is classified by transient alone. A
+// read (remoteReader) whose body fails records the failure in its
+// retries (retries.fail, the same classification) and the next request
+// it makes, by do, waits and counts the retry; so a read's budget
+// carries over from one request to the next until bytes arrive.
+
+// retries is where a request, or a read of many, stands in the retry
+// policy: the transient failures in a row, and the one the next try
+// retries.
+type retries struct {
+	fails int   // transient failures in a row, with no progress since
+	last  error // the failure the next try retries; nil for none
+}
+
+// fail records the failure err of a request made under ctx: nil when it
+// is transient, for the next try to retry; else the error to return
+// (ctx's cause, when ctx ended).
+func (rs *retries) fail(ctx context.Context, err error) error {
+	if !transient(ctx, err) {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+	rs.last = err
+	return nil
+}
+
+// attempt is one try of a request: its context, which its timer cancels
+// with errIdle after Timeout (of waiting for a response, of silence of a
+// body).
+type attempt struct {
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	timeout time.Duration
+}
+
+// arm starts the timer again: the next Timeout of silence ends the
+// attempt.
+func (a *attempt) arm() { a.timer.Reset(a.timeout) }
+
+// disarm stops the timer: what the attempt waits for now is the caller's.
+func (a *attempt) disarm() { a.timer.Stop() }
+
+// end ends the attempt, its request and body with it.
+func (a *attempt) end() {
+	a.timer.Stop()
+	a.cancel(nil)
+}
+
+// idle returns err, or errIdle where the timer ended the attempt (and
+// not the caller's ctx).
+func (a *attempt) idle(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(a.ctx), errIdle) && ctx.Err() == nil {
+		return fmt.Errorf("%w (%v)", errIdle, a.timeout)
+	}
+	return err
+}
+
+// do makes a request by try under the Opener's retry policy (see
+// Opener): each try gets a new attempt, whose timer runs until try
+// returns; a transient failure is retried after a backoff, up to
+// MaxRetries times in a row as rs counts them (rs.fails goes back to 0
+// where the caller sees progress), and any other failure, or the last
+// transient one (said "giving up" at where()), is returned. On success
+// the attempt is returned with its timer stopped, for the caller to end,
+// or to keep while it reads the body that try kept.
+func (o *Opener) do(ctx context.Context, rs *retries, where func() string, try func(a *attempt) error) (*attempt, error) {
+	for {
+		if rs.last != nil {
+			if rs.fails >= o.maxRetries() {
+				return nil, fmt.Errorf("giving up %s after %d retries: %w", where(), rs.fails, rs.last)
+			}
+			rs.fails++
+			if err := o.wait(ctx, rs.fails, rs.last); err != nil {
+				return nil, err
+			}
+			rs.last = nil
+		}
+		actx, cancel := context.WithCancelCause(ctx)
+		a := &attempt{ctx: actx, cancel: cancel, timeout: o.timeout()}
+		a.timer = time.AfterFunc(a.timeout, func() { cancel(errIdle) })
+		o.requests.Add(1)
+		err := try(a)
+		if err == nil {
+			a.disarm()
+			return a, nil
+		}
+		err = a.idle(ctx, err)
+		a.end()
+		if err := rs.fail(ctx, err); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // remoteReader reads a remote shard, resuming at the byte it stopped at
@@ -529,64 +751,41 @@ type remoteReader struct {
 	fetch fetcher
 
 	off     int64
-	n       int64  // the bytes asked for from off: -1, to the end; a few for a probe
+	n       int64  // the bytes asked for from off: -1, to the end
 	total   int64  // -1 until a response says
 	version string // of the first response
 	md5     []byte // of the first response
 
-	body   io.ReadCloser
-	cancel context.CancelCauseFunc // of the body's request
-	timer  *time.Timer             // cancels the request after Timeout of silence
-	reqCtx context.Context
+	body io.ReadCloser
+	att  *attempt // the body's request
 
-	fails   int   // transient failures in a row, with no byte read since
-	lastErr error // the failure the next connect retries; nil for the first
+	retries retries
 	err     error // sticky
 }
 
 // connect starts a request from r.off, retrying transient failures.
 func (r *remoteReader) connect() error {
-	for {
-		if r.lastErr != nil {
-			if r.fails >= r.o.maxRetries() {
-				return r.fail(fmt.Errorf("giving up at byte %d after %d retries: %w", r.off, r.fails, r.lastErr))
-			}
-			r.fails++
-			if err := r.o.wait(r.ctx, r.fails); err != nil {
-				return r.fail(err)
-			}
+	a, err := r.o.do(r.ctx, &r.retries, func() string { return fmt.Sprintf("at byte %d", r.off) }, func(a *attempt) error {
+		body, info, err := r.fetch(a.ctx, r.off, r.n)
+		if err != nil {
+			return err
 		}
-		ctx, cancel := context.WithCancelCause(r.ctx)
-		timer := time.AfterFunc(r.o.timeout(), func() { cancel(errIdle) })
-		r.o.requests.Add(1)
-		body, info, err := r.fetch(ctx, r.off, r.n)
-		timer.Stop()
-		if err == nil {
-			err = r.check(info)
-			if err != nil {
-				body.Close()
-				cancel(nil)
-				return r.fail(err)
-			}
-			r.body, r.cancel, r.timer, r.reqCtx = body, cancel, timer, ctx
-			return nil
+		if err := r.check(info); err != nil {
+			body.Close()
+			return err
 		}
-		if c := context.Cause(ctx); errors.Is(c, errIdle) && r.ctx.Err() == nil {
-			err = fmt.Errorf("%w (%v)", errIdle, r.o.timeout())
-		}
-		cancel(nil)
-		if errors.Is(err, errEOF) {
-			r.total = r.off
-			return nil
-		}
-		if !transient(r.ctx, err) {
-			if r.ctx.Err() != nil {
-				err = context.Cause(r.ctx)
-			}
-			return r.fail(err)
-		}
-		r.lastErr = err
+		r.body = body
+		return nil
+	})
+	switch {
+	case errors.Is(err, errEOF):
+		r.total = r.off
+		return nil
+	case err != nil:
+		return r.fail(err)
 	}
+	r.att = a
+	return nil
 }
 
 // check compares a response with the first one.
@@ -617,10 +816,9 @@ func (e *readError) Unwrap() error { return e.err }
 
 func (r *remoteReader) closeBody() {
 	if r.body != nil {
-		r.timer.Stop()
 		r.body.Close()
-		r.cancel(nil)
-		r.body = nil
+		r.att.end()
+		r.body, r.att = nil, nil
 	}
 }
 
@@ -643,12 +841,22 @@ func (r *remoteReader) Read(p []byte) (int, error) {
 				return 0, io.EOF
 			}
 		}
-		r.timer.Reset(r.o.timeout())
-		n, err := r.body.Read(p)
-		r.timer.Stop()
+		q := p
+		if r.total >= 0 {
+			// No more than the object holds, and one byte past its end,
+			// to see the body end there.
+			q = p[:min(int64(len(p)), r.total-r.off+1)]
+		}
+		r.att.arm()
+		n, err := r.body.Read(q)
+		r.att.disarm()
+		if r.total >= 0 && r.off+int64(n) > r.total {
+			r.closeBody()
+			return 0, r.fail(fmt.Errorf("the server sent more than the %d bytes it said the object holds", r.total))
+		}
 		r.off += int64(n)
 		if n > 0 {
-			r.fails = 0
+			r.retries.fails = 0
 			r.o.fetched.Add(int64(n))
 		}
 		if err == nil {
@@ -661,18 +869,13 @@ func (r *remoteReader) Read(p []byte) (int, error) {
 				return n, io.EOF
 			}
 			err = fmt.Errorf("%w at byte %d of %d", errTruncated, r.off, r.total)
-		}
-		if c := context.Cause(r.reqCtx); errors.Is(c, errIdle) && r.ctx.Err() == nil {
-			err = fmt.Errorf("%w (%v) at byte %d", errIdle, r.o.timeout(), r.off)
+		} else if ierr := r.att.idle(r.ctx, err); errors.Is(ierr, errIdle) {
+			err = fmt.Errorf("%w at byte %d", ierr, r.off)
 		}
 		r.closeBody()
-		if !transient(r.ctx, err) {
-			if r.ctx.Err() != nil {
-				err = context.Cause(r.ctx)
-			}
+		if err := r.retries.fail(r.ctx, err); err != nil {
 			return n, r.fail(err)
 		}
-		r.lastErr = err
 		if n > 0 {
 			return n, nil // the next Read resumes
 		}
@@ -722,8 +925,11 @@ func httpFetcher(c *http.Client, u string) fetcher {
 		case http.StatusOK:
 			info.total = resp.ContentLength
 			if off > 0 { // the server ignored the range: skip to off
-				if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
+				if n, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
 					resp.Body.Close()
+					if err == io.EOF { // not a body cut short: a shorter object
+						err = fmt.Errorf("range from byte %d answered with the whole object, of %d bytes", off, n)
+					}
 					return nil, objectInfo{}, err
 				}
 			}

@@ -183,7 +183,12 @@ type PackedDataset struct {
 // sequence in corpus order and packs within 1.7× the fewest sequences
 // possible (in practice much closer; see Efficiency); it runs in
 // O(pieces × log pieces) with a tree of the sequences' free space, once,
-// here, and keeps 16 bytes a piece. Empty documents are left out.
+// here, and keeps 16 bytes a piece. Empty documents are left out. A
+// packing with no sequence is an error that says why: no documents, all
+// of them empty, or dropped by DropLong (also where only the EOD that
+// AddEOD appends makes them longer than SeqLen), with the counts. So is
+// a NumDocuments below 0 or above 2^31−1, and a DocumentLen below 0 or
+// above 2^31−2, naming the document.
 //
 // Each sample has the fields
 //
@@ -227,19 +232,27 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		{Name: "num_docs", DType: collate.Int32},
 		{Name: "max_seqlen", DType: collate.Int32},
 	}}
+	// The documents, pieces and sequences are indexed with int32s (piece,
+	// bin), and the tables grow with the documents read, not with what
+	// NumDocuments claims.
 	nd := docs.NumDocuments()
-	if cfg.AddEOD {
-		p.eod = make([]bool, nd)
+	if nd < 0 || nd > math.MaxInt32 {
+		return nil, fmt.Errorf("shards: Pack: NumDocuments is %d, want >= 0 and at most %d", nd, math.MaxInt32)
 	}
 	// The pieces, in document order.
 	var last [1]int64
 	var all []piece
+	empty, byEOD := 0, 0 // documents left out: empty, dropped only for their EOD
 	for d := range nd {
 		n := docs.DocumentLen(d)
 		if n < 0 || n > math.MaxInt32-1 {
-			return nil, fmt.Errorf("shards: Pack: document %d has %d tokens", d, n)
+			return nil, fmt.Errorf("shards: Pack: document %d: DocumentLen is %d, want >= 0 and at most %d", d, n, math.MaxInt32-1)
+		}
+		if cfg.AddEOD {
+			p.eod = append(p.eod, false)
 		}
 		if n == 0 {
+			empty++
 			continue
 		}
 		if cfg.AddEOD {
@@ -253,12 +266,21 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		}
 		if n > cfg.SeqLen && cfg.Long == DropLong {
 			p.drop++
+			if p.eod != nil && p.eod[d] && n == cfg.SeqLen+1 {
+				byEOD++
+			}
 			continue
+		}
+		if pieces := 1 + (n-1)/cfg.SeqLen; pieces > math.MaxInt32-len(all) {
+			return nil, fmt.Errorf("shards: Pack: document %d: more than %d pieces in all, want at most that", d, math.MaxInt32)
 		}
 		for off := 0; off < n; off += cfg.SeqLen {
 			all = append(all, piece{doc: d, off: int32(off), n: int32(min(cfg.SeqLen, n-off))})
 		}
 		p.real += int64(n)
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("shards: Pack: %s: no sequence to pack", p.nothing(nd, empty, byEOD))
 	}
 	// First-fit: free[size+j] is sequence j's free space, free[k] the
 	// most of its subtree's; sequences not opened yet are empty.
@@ -302,6 +324,43 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		next[bin[i]]++
 	}
 	return p, nil
+}
+
+// nothing says why the nd documents, of which empty are empty, p.drop
+// dropped and byEOD of those only for their appended EOD, leave nothing
+// to pack.
+func (p *PackedDataset) nothing(nd, empty, byEOD int) string {
+	if nd == 0 {
+		return "no documents (NumDocuments is 0)"
+	}
+	if p.drop == 0 {
+		if nd == 1 {
+			return "the only document is empty"
+		}
+		return fmt.Sprintf("all %d documents are empty", nd)
+	}
+	long := fmt.Sprintf("longer than PackConfig.SeqLen %d", p.cfg.SeqLen)
+	switch {
+	case byEOD == 0:
+	case byEOD == p.drop && byEOD == 1:
+		long += " (only with the EOD that AddEOD appends)"
+	case byEOD == p.drop:
+		long += fmt.Sprintf(" (all %d only with the EOD that AddEOD appends)", byEOD)
+	default:
+		long += fmt.Sprintf(" (%d of them only with the EOD that AddEOD appends)", byEOD)
+	}
+	switch {
+	case empty > 0:
+		are := "are"
+		if empty == 1 {
+			are = "is"
+		}
+		return fmt.Sprintf("of %d documents, %d %s empty and DropLong drops %d, %s", nd, empty, are, p.drop, long)
+	case nd == 1:
+		return "DropLong drops the only document, " + long
+	default:
+		return fmt.Sprintf("DropLong drops all %d documents, %s", nd, long)
+	}
 }
 
 // Len returns the packed sequences.

@@ -3,6 +3,7 @@ package shards
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -74,6 +75,10 @@ func TestPackInvariants(t *testing.T) {
 			for _, addEOD := range []bool{false, true} {
 				cfg := PackConfig{SeqLen: seqLen, Long: long, AddEOD: addEOD, EOD: eod, PadToken: pad}
 				p, err := Pack(docs, cfg)
+				if seqLen == 1 && long == DropLong && addEOD { // every document is 2 tokens or more
+					assert.ErrorContains(t, err, fmt.Sprintf("of %d documents, 1 is empty and DropLong drops %d, longer than PackConfig.SeqLen 1 (", len(docs), len(docs)-1))
+					continue
+				}
 				require.NoError(t, err)
 				// effective document: its tokens and an EOD where it lacks one
 				eff := func(d int) []int64 {
@@ -264,10 +269,69 @@ func TestPackErrors(t *testing.T) {
 		_, err := Pack(tc.docs, tc.cfg)
 		assert.ErrorContains(t, err, tc.want)
 	}
-	p, err := Pack(DocumentSlice{}, PackConfig{SeqLen: 4})
+}
+
+// fakeDocuments reports n documents of the lengths lens (every one
+// lens[0] tokens where it has one entry), tokens 1, 2, 3, ...
+type fakeDocuments struct {
+	n    int
+	lens []int
+}
+
+func (f fakeDocuments) NumDocuments() int { return f.n }
+
+func (f fakeDocuments) DocumentLen(i int) int {
+	if len(f.lens) == 1 {
+		return f.lens[0]
+	}
+	return f.lens[i]
+}
+
+func (f fakeDocuments) ReadDocument(i, off int, dst []int64) error {
+	for x := range dst {
+		dst[x] = int64(off + x + 1)
+	}
+	return nil
+}
+
+// Issue 35, 9: a packing with no sequence is an error from Pack that
+// says why, with the counts, not a dataset of Len 0; so are a negative
+// NumDocuments or DocumentLen, and a NumDocuments that would size its
+// tables past what they can index.
+func TestPackNoSequence(t *testing.T) {
+	const eod = -1
+	for _, tc := range []struct {
+		name string
+		docs Documents
+		cfg  PackConfig
+		want string
+	}{
+		{"no documents", DocumentSlice{}, PackConfig{SeqLen: 4}, "shards: Pack: no documents (NumDocuments is 0): no sequence to pack"},
+		{"all empty", DocumentSlice{{}, {}, {}}, PackConfig{SeqLen: 4}, "shards: Pack: all 3 documents are empty: no sequence to pack"},
+		{"all dropped", DocumentSlice{{1, 2, 3, 4, 5}, {1, 2, 3, 4, 5, 6}}, PackConfig{SeqLen: 4, Long: DropLong},
+			"shards: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4: no sequence to pack"},
+		{"empty or dropped", DocumentSlice{{}, {1, 2, 3, 4, 5}, {}}, PackConfig{SeqLen: 4, Long: DropLong},
+			"shards: Pack: of 3 documents, 2 are empty and DropLong drops 1, longer than PackConfig.SeqLen 4: no sequence to pack"},
+		{"dropped by their EOD", DocumentSlice{{1, 2, 3, 4}, {5, 6, 7, 8}}, PackConfig{SeqLen: 4, Long: DropLong, AddEOD: true, EOD: eod},
+			"shards: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4 (all 2 only with the EOD that AddEOD appends): no sequence to pack"},
+		{"some by their EOD", DocumentSlice{{1, 2, 3}, {1, 2, 3, 4, 5}, {1, 2, 3, eod}}, PackConfig{SeqLen: 3, Long: DropLong, AddEOD: true, EOD: eod},
+			"shards: Pack: DropLong drops all 3 documents, longer than PackConfig.SeqLen 3 (1 of them only with the EOD that AddEOD appends): no sequence to pack"},
+		{"negative count", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4}, "shards: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
+		{"negative count, EOD", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, "shards: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
+		{"huge count", fakeDocuments{n: math.MaxInt, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, fmt.Sprintf("shards: Pack: NumDocuments is %d, want >= 0 and at most %d", math.MaxInt, math.MaxInt32)},
+		{"negative length", fakeDocuments{n: 3, lens: []int{2, -2, 3}}, PackConfig{SeqLen: 4}, "shards: Pack: document 1: DocumentLen is -2, want >= 0 and at most 2147483646"},
+		{"huge length", fakeDocuments{n: 3, lens: []int{2, 5, math.MaxInt32}}, PackConfig{SeqLen: 4}, fmt.Sprintf("shards: Pack: document 2: DocumentLen is %d, want >= 0 and at most %d", math.MaxInt32, math.MaxInt32-1)},
+	} {
+		p, err := Pack(tc.docs, tc.cfg)
+		require.Error(t, err, tc.name)
+		assert.Nil(t, p, tc.name)
+		assert.EqualError(t, err, tc.want, tc.name)
+	}
+	// One document that survives is enough.
+	p, err := Pack(DocumentSlice{{}, {1, 2, 3, 4, 5}, {1, 2}}, PackConfig{SeqLen: 4, Long: DropLong})
 	require.NoError(t, err)
-	assert.Equal(t, 0, p.Len())
-	assert.Equal(t, 0.0, p.Efficiency())
+	assert.Equal(t, 1, p.Len())
+	assert.Equal(t, 1, p.Dropped())
 }
 
 // The tree's first-fit is the plain one: each piece into the first

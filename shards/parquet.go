@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // DefaultMaxParquetBytes is the MaxParquetBytes of a Source when unset.
@@ -70,7 +71,7 @@ func (o *Opener) parquetFile(ctx context.Context, name string, whole bool, max i
 		return nil, nil, err
 	}
 	if k == local {
-		f, err := os.Open(p)
+		f, err := regfile.Open(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("shards: %w", err)
 		}
@@ -160,8 +161,18 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	if string(end[4:]) != parquetMagic {
 		return nil, fmt.Errorf("shards: %s: not a Parquet file (it ends in %q, not \"PAR1\"): corrupt or truncated", name, end[4:])
 	}
-	if n := int64(binary.LittleEndian.Uint32(end[:4])); n > size-minSize {
+	n := int64(binary.LittleEndian.Uint32(end[:4]))
+	if n > size-minSize {
 		return nil, fmt.Errorf("shards: %s: Parquet footer of %d bytes in a file of %d: corrupt or truncated", name, n, size)
+	}
+	if n > maxParquetFooter {
+		return nil, fmt.Errorf("shards: %s: Parquet footer of %d bytes, more than the %d a shard may have", name, n, maxParquetFooter)
+	}
+	// parquet-go sizes slices by the footer's counts, and the paths of
+	// its columns by its schema's depth, before it checks them: the
+	// footer is held to its bytes and bounds first (parquet_bounds.go).
+	if err := checkFooterAt(ra, size-8-n, n); err != nil {
+		return nil, fmt.Errorf("shards: %s: %w", name, err)
 	}
 	// Not parquet.OptimisticRead: it copies the file's last ReadBufferSize
 	// bytes into a new buffer at every open, where the footer is a few KB
@@ -176,10 +187,7 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquet.File, error)
 	for i, rg := range f.Metadata().RowGroups {
 		for j, c := range rg.Columns {
 			md := c.MetaData
-			start := md.DataPageOffset
-			if md.DictionaryPageOffset > 0 {
-				start = min(start, md.DictionaryPageOffset)
-			}
+			start := chunkStart(&md)
 			if start < 0 || md.TotalCompressedSize < 0 || start > size || md.TotalCompressedSize > size-start {
 				return nil, fmt.Errorf("shards: %s: row group %d: column chunk %d spans bytes %d+%d of a %d-byte file: corrupt", name, i, j, start, md.TotalCompressedSize, size)
 			}
@@ -468,6 +476,19 @@ func (c *cursor) close() {
 
 // startGroup starts reading row group g.
 func (r *parquetReader) startGroup(g int) error {
+	// parquet-go sizes page buffers by the page headers: they are held to
+	// the bytes, the rows and the bounds first (parquet_bounds.go).
+	md := &r.f.Metadata().RowGroups[g]
+	for _, l := range r.leaves {
+		cm := &md.Columns[l.col.Index()].MetaData
+		codec := cm.Codec
+		if cc := l.col.Compression(); cc != nil { // the first row group's, which parquet-go uses
+			codec = cc.CompressionCodec()
+		}
+		if err := checkPages(r.f, l.name, chunkStart(cm), cm.TotalCompressedSize, codec, md.NumRows); err != nil {
+			return fmt.Errorf("shards: %s: row group %d: %w", r.shard, g, err)
+		}
+	}
 	for _, c := range r.curs {
 		c.close()
 	}

@@ -115,7 +115,9 @@ func s3Error(err error) error {
 		return &sendError{err}
 	}
 	var re *awshttp.ResponseError
-	if !errors.As(err, &re) || re.HTTPStatusCode() == 0 {
+	if !errors.As(err, &re) || re.HTTPStatusCode() < 300 {
+		// No response, or a success whose body did not arrive whole (a
+		// smithy.DeserializationError): not a status.
 		return err
 	}
 	msg := ""

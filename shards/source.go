@@ -23,6 +23,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/recycle"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
@@ -643,7 +644,7 @@ func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, 
 	}
 	var t *TarReader
 	if k == local {
-		f, err := os.Open(path)
+		f, err := regfile.Open(path)
 		if err != nil {
 			return 0, fmt.Errorf("shards: %w", err)
 		}

@@ -108,11 +108,17 @@ func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
 	case cfg.Windows > 0 && !cfg.Random:
 		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Windows set without Random")
 	}
-	fi, err := os.Stat(path)
+	f, size, err := openTokenFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("shards: Tokens: %w", err)
 	}
-	size, es := fi.Size(), int64(cfg.DType.Size())
+	opened := false
+	defer func() {
+		if !opened {
+			f.close()
+		}
+	}()
+	es := int64(cfg.DType.Size())
 	if size%es != 0 {
 		return nil, fmt.Errorf("shards: Tokens: %s: %d bytes, not a whole number of %v tokens", path, size, cfg.DType)
 	}
@@ -130,10 +136,7 @@ func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
 	if n > 1<<40 {
 		return nil, fmt.Errorf("shards: Tokens: %s: %d windows, too many", path, n)
 	}
-	f, err := openTokenFile(path, size)
-	if err != nil {
-		return nil, fmt.Errorf("shards: Tokens: %w", err)
-	}
+	opened = true
 	return &TokenDataset{
 		path: path, cfg: cfg, file: f, ntok: ntok, n: int(n),
 		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.Context + 1}}},

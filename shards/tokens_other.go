@@ -2,13 +2,19 @@
 
 package shards
 
-import "os"
+import "github.com/tensorbatch/tensorbatch/internal/regfile"
 
-// openTokenFile opens the file for ReadAt: there is no mapping here.
-func openTokenFile(path string, _ int64) (tokenFile, error) {
-	f, err := os.Open(path)
+// openTokenFile opens the regular file at path for ReadAt: there is no
+// mapping here. It returns the file's size when it was opened.
+func openTokenFile(path string) (tokenFile, int64, error) {
+	f, err := regfile.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return readAtFile{f}, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return readAtFile{f}, fi.Size(), nil
 }

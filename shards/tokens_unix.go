@@ -4,33 +4,29 @@ package shards
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // mappedFile is a token file mapped read-only into memory.
 type mappedFile struct {
-	f    *os.File
+	m    *regfile.Mapping
 	data []byte
 }
 
-// openTokenFile maps the file, or falls back to ReadAt when it cannot
-// be mapped.
-func openTokenFile(path string, size int64) (tokenFile, error) {
-	f, err := os.Open(path)
+// openTokenFile opens the regular file at path and maps it, or falls
+// back to ReadAt when it cannot be mapped. It returns the file's size
+// when it was opened: the size of the mapping.
+func openTokenFile(path string) (tokenFile, int64, error) {
+	m, err := regfile.Map(path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if size == 0 || int64(int(size)) != size {
-		return readAtFile{f}, nil
+	if m.Data == nil { // empty, or a file system that cannot map: read instead
+		return readAtFile{m.File}, m.Size, nil
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return readAtFile{f}, nil // a file system that cannot map: read instead
-	}
-	return &mappedFile{f: f, data: data}, nil
+	return &mappedFile{m: m, data: m.Data}, m.Size, nil
 }
 
 func (m *mappedFile) view(off, n int64) []byte { return m.data[off : off+n : off+n] }
@@ -49,17 +45,11 @@ func (m *mappedFile) contains(addr uintptr) bool {
 }
 
 func (m *mappedFile) size() (int64, error) {
-	fi, err := m.f.Stat()
+	fi, err := m.m.File.Stat()
 	if err != nil {
 		return 0, err
 	}
 	return fi.Size(), nil
 }
 
-func (m *mappedFile) close() error {
-	err := unix.Munmap(m.data)
-	if cerr := m.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (m *mappedFile) close() error { return m.m.Close() }

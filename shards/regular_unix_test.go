@@ -1,0 +1,210 @@
+//go:build unix
+
+package shards
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/engine"
+)
+
+// notRegular replaces the file at path by one of another kind: "fifo", a
+// named pipe, or "zero", a symlink to /dev/zero. It returns what the
+// error is to say.
+func notRegular(t *testing.T, path, kind string) string {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(path))
+	switch kind {
+	case "fifo":
+		require.NoError(t, unix.Mkfifo(path, 0o644))
+		return "a named pipe (FIFO)"
+	case "zero":
+		require.NoError(t, os.Symlink("/dev/zero", path))
+		return "a character device"
+	}
+	t.Fatalf("unknown kind %q", kind)
+	return ""
+}
+
+// soon returns what fn returns, failing the test where it blocks for 10
+// s: it then opens each FIFO under dir for writing and closes it, which
+// lets a reader blocked on one go on.
+func soon(t *testing.T, dir string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Errorf("blocks on a FIFO")
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type()&os.ModeNamedPipe != 0 {
+					if w, err := os.OpenFile(p, os.O_RDWR, 0); err == nil { // O_RDWR: opens without a reader
+						w.Close()
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// epoch0 loads epoch 0 of src and returns its batches' bytes.
+func epoch0(src engine.Iterable) ([][]byte, error) {
+	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
+	if err != nil {
+		return nil, err
+	}
+	l, err := engine.New(d, engine.Config{BatchSize: 4, Backend: "cpu"})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	_, data, err := batches(nil, l, 0)
+	return data, err
+}
+
+// Defect 5 (issue 35): a cached shard's .meta replaced by a FIFO hung a
+// new Source on the cache's folder; by a symlink to /dev/zero, it ran
+// the process out of memory. It is not a regular file: the shard is not
+// taken as cached, and is downloaded again.
+func TestCacheMetaNotRegular(t *testing.T) {
+	for _, kind := range []string{"fifo", "zero"} {
+		t.Run(kind, func(t *testing.T) {
+			f, urls, _ := cacheServer(t, 5, 3)
+			pattern := f.URL + "/train-{0000..0001}.tar"
+			dir := t.TempDir()
+			o := fastOpener()
+			defer o.CloseIdleConnections()
+			src, err := New(pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
+			require.NoError(t, err)
+			want, err := epoch0(src)
+			require.NoError(t, err)
+			require.NoError(t, src.Close())
+			metas, _ := filepath.Glob(filepath.Join(dir, "*.meta"))
+			require.Len(t, metas, len(urls))
+			for _, m := range metas {
+				notRegular(t, m, kind)
+			}
+			shardRequests(f)
+
+			var got [][]byte
+			err = soon(t, dir, func() error {
+				again, err := New(pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
+				if err != nil {
+					return err
+				}
+				defer again.Close()
+				got, err = epoch0(again)
+				return err
+			})
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+			assert.Positive(t, shardRequests(f), "the shards are downloaded again")
+			for _, m := range metas {
+				fi, err := os.Lstat(m)
+				require.NoError(t, err)
+				assert.True(t, fi.Mode().IsRegular(), "%s is replaced by the download's", m)
+			}
+		})
+	}
+}
+
+// Defect 6 (issue 35): a Megatron .idx that is a FIFO hung Megatron; a
+// symlink to /dev/zero ran out of memory. The .bin likewise. Each is
+// refused, naming the file and what it is.
+func TestMegatronFilesNotRegular(t *testing.T) {
+	for _, ext := range []string{".idx", ".bin"} {
+		for _, kind := range []string{"fifo", "zero"} {
+			t.Run(ext+"/"+kind, func(t *testing.T) {
+				prefix := megatronDocs(t, collate.Uint16, knownDocs())
+				what := notRegular(t, prefix+ext, kind)
+				err := soon(t, filepath.Dir(prefix), func() error {
+					d, err := Megatron(prefix, MegatronConfig{SeqLength: 4})
+					if err == nil {
+						d.Close()
+					}
+					return err
+				})
+				assert.ErrorIs(t, err, ErrNotRegular)
+				assert.ErrorContains(t, err, prefix+ext)
+				assert.ErrorContains(t, err, what)
+			})
+		}
+	}
+}
+
+// Every other file a Source or a dataset of this package reads is
+// refused the same way: a local tar or Parquet shard, a shard list, a
+// token file.
+func TestLocalFilesNotRegular(t *testing.T) {
+	for _, kind := range []string{"fifo", "zero"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			paths, _ := writeShards(t, dir, 3, 2)
+			pq, _ := writeParquetShards(t, t.TempDir(), 2, 3)
+			list := filepath.Join(t.TempDir(), "shardlist.json")
+			tokens, _ := writeTokens(t, 100, 2)
+			for name, open := range map[string]struct {
+				path string
+				run  func() error
+			}{
+				"tar shard": {paths[1], func() error {
+					src, err := FromNames(paths, testSchema, decodeTest)
+					if err != nil {
+						return err
+					}
+					defer src.Close()
+					_, err = epoch0(src)
+					return err
+				}},
+				"tar shard, counted": {paths[1], func() error {
+					_, err := (&Opener{}).Count(context.Background(), paths[1])
+					return err
+				}},
+				"Parquet shard": {pq[0], func() error {
+					src, err := FromNames(pq, testSchema, decodeTest)
+					if err != nil {
+						return err
+					}
+					defer src.Close()
+					_, err = epoch0(src)
+					return err
+				}},
+				"shard list": {list, func() error {
+					src, err := FromNames(paths[:1], testSchema, decodeTest, IndexFile(list))
+					if err != nil {
+						return err
+					}
+					defer src.Close()
+					_, err = epoch0(src)
+					return err
+				}},
+				"token file": {tokens, func() error {
+					d, err := Tokens(tokens, TokenConfig{Context: 4})
+					if err == nil {
+						d.Close()
+					}
+					return err
+				}},
+			} {
+				what := notRegular(t, open.path, kind)
+				err := soon(t, filepath.Dir(open.path), open.run)
+				assert.ErrorIs(t, err, ErrNotRegular, name)
+				assert.ErrorContains(t, err, open.path, name)
+				assert.ErrorContains(t, err, what, name)
+			}
+		})
+	}
+}
