@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapFile maps path read-only, as shards.Tokens does, and returns its
+// mapFile maps path read-only, as corpus.Tokens does, and returns its
 // bytes and the function that unmaps them.
 func mapFile(path string) ([]byte, func() error, error) {
 	f, err := os.Open(path)

@@ -22,9 +22,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/corpus"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/shards"
+	s3store "github.com/tensorbatch/tensorbatch/shards/s3" // s3://, read by the S3 rows
 	"github.com/tensorbatch/tensorbatch/vision"
 )
 
@@ -171,7 +173,7 @@ func mapNames(in []string, f func(string) string) []string {
 // upload makes bucket and puts files into it, with their shard list.
 func upload(o *shards.Opener, bucket string, files []string) error {
 	ctx := context.Background()
-	c, err := shards.NewS3Client(ctx)
+	c, err := s3store.NewClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -303,7 +305,7 @@ func (sb *shardBench) tokens(o *options, z shardSizes, dir string) error {
 	const batch = 32
 	for _, out := range []collate.DType{collate.Uint16, collate.Int64} {
 		for _, workers := range []int{0, 2} {
-			d, err := shards.Tokens(path, shards.TokenConfig{Context: z.ctx, Out: out})
+			d, err := corpus.Tokens(path, corpus.TokenConfig{Context: z.ctx, Out: out})
 			if err != nil {
 				return err
 			}
@@ -347,7 +349,7 @@ func (sb *shardBench) tokens(o *options, z shardSizes, dir string) error {
 			rows, err := interleave(rounds-1, []string{
 				fmt.Sprintf("copy loop from the file's mapping, %d goroutine(s) (the limit)", goroutines),
 				fmt.Sprintf("copy loop from a heap copy of the file, %d goroutine(s)", goroutines),
-				"shards.Tokens (mmap) through the loader"},
+				"corpus.Tokens (mmap) through the loader"},
 				work, n, int64(n)*wbytes, func(i, e int) error {
 					switch i {
 					case 0:
@@ -395,7 +397,7 @@ func (sb *shardBench) report(w io.Writer, dir string) error {
 	if len(sb.rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\n## Streaming shards and token windows\n\nWebDataset tar shards through engine.FromIterable (2 workers, batch 16, shuffled shards, a shuffle buffer of 64, cpu backend), median of the epochs after a warm-up one: from local files, and the same shards uploaded to a local S3 server (versitygw on 127.0.0.1, sharing the cores). Token windows: shards.Tokens (mmap'd, batch 32, shuffled) against a plain loop copying the same windows, in the same epoch's order, into a batch buffer on as many goroutines as fill batches: from the file mapped as the dataset maps it (the limit, and the first row), and from a copy of the file on the heap (the whole file read into memory first, which a large token file does not allow; its row's \"vs first row\" shows what the mapping itself costs). Both loops are strict limits: they get each epoch's order for free and reuse one cache-hot buffer a goroutine, where the loader draws the order and writes each batch in flight into its own pinned buffer. Rounds are interleaved, so that load from elsewhere hits both sides alike; \"vs first row\" is the median of the per-round ratios (targets: S3 ≥ 0.9×, token windows ≥ 0.8×).\n\n")
+	fmt.Fprintf(w, "\n## Streaming shards and token windows\n\nWebDataset tar shards through engine.FromIterable (2 workers, batch 16, shuffled shards, a shuffle buffer of 64, cpu backend), median of the epochs after a warm-up one: from local files, and the same shards uploaded to a local S3 server (versitygw on 127.0.0.1, sharing the cores). Token windows: corpus.Tokens (mmap'd, batch 32, shuffled) against a plain loop copying the same windows, in the same epoch's order, into a batch buffer on as many goroutines as fill batches: from the file mapped as the dataset maps it (the limit, and the first row), and from a copy of the file on the heap (the whole file read into memory first, which a large token file does not allow; its row's \"vs first row\" shows what the mapping itself costs). Both loops are strict limits: they get each epoch's order for free and reuse one cache-hot buffer a goroutine, where the loader draws the order and writes each batch in flight into its own pinned buffer. Rounds are interleaved, so that load from elsewhere hits both sides alike; \"vs first row\" is the median of the per-round ratios (targets: S3 ≥ 0.9×, token windows ≥ 0.8×).\n\n")
 	fmt.Fprintln(w, "| Workload | Source | samples | MB | samples/s | MB/s | vs first row | read retries |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range sb.rows {

@@ -102,7 +102,7 @@ func (f Field) String() string {
 type Schema []Field
 
 // ErrSchema is wrapped by every error of Schema.Validate.
-var ErrSchema = errors.New("invalid schema")
+var ErrSchema = errors.New("collate: invalid schema")
 
 // maxSampleBytes bounds one sample, so that offset arithmetic cannot overflow.
 const maxSampleBytes = 1 << 40
@@ -114,25 +114,25 @@ const maxSampleBytes = 1 << 40
 // MaxLen > 0). The error names the field at fault.
 func (s Schema) Validate() error {
 	if len(s) == 0 {
-		return fmt.Errorf("collate: %w: no fields", ErrSchema)
+		return fmt.Errorf("%w: no fields", ErrSchema)
 	}
 	seen := make(map[string]int, len(s))
 	for i, f := range s {
 		switch {
 		case f.Name == "":
-			return fmt.Errorf("collate: %w: field %d has an empty name", ErrSchema, i)
+			return fmt.Errorf("%w: field %d has an empty name", ErrSchema, i)
 		case !f.DType.Valid():
-			return fmt.Errorf("collate: %w: field %q has invalid dtype %v (want one of %s)", ErrSchema, f.Name, f.DType, dtypeNames())
+			return fmt.Errorf("%w: field %q has invalid dtype %v (want one of %s)", ErrSchema, f.Name, f.DType, dtypeNames())
 		}
 		if j, dup := seen[f.Name]; dup {
-			return fmt.Errorf("collate: %w: fields %d and %d are both named %q", ErrSchema, j, i, f.Name)
+			return fmt.Errorf("%w: fields %d and %d are both named %q", ErrSchema, j, i, f.Name)
 		}
 		seen[f.Name] = i
 		switch {
 		case f.IsDynamic() && f.MaxLen <= 0:
-			return fmt.Errorf("collate: %w: field %q: a Dynamic first dimension needs MaxLen > 0, got %d", ErrSchema, f.Name, f.MaxLen)
+			return fmt.Errorf("%w: field %q: a Dynamic first dimension needs MaxLen > 0, got %d", ErrSchema, f.Name, f.MaxLen)
 		case !f.IsDynamic() && (f.MaxLen != 0 || f.Pad != 0):
-			return fmt.Errorf("collate: %w: field %q: MaxLen and Pad are for a Dynamic first dimension", ErrSchema, f.Name)
+			return fmt.Errorf("%w: field %q: MaxLen and Pad are for a Dynamic first dimension", ErrSchema, f.Name)
 		}
 		// bytes is the product of the non-zero dimensions: bounded even for
 		// a field that holds nothing, so no product of its dimensions, in
@@ -143,10 +143,10 @@ func (s Schema) Validate() error {
 				d = f.MaxLen
 			}
 			if d == Dynamic {
-				return fmt.Errorf("collate: %w: field %q: only the first dimension may be Dynamic", ErrSchema, f.Name)
+				return fmt.Errorf("%w: field %q: only the first dimension may be Dynamic", ErrSchema, f.Name)
 			}
 			if d < 0 {
-				return fmt.Errorf("collate: %w: field %q: dimension %d is %d, want >= 0", ErrSchema, f.Name, k, d)
+				return fmt.Errorf("%w: field %q: dimension %d is %d, want >= 0", ErrSchema, f.Name, k, d)
 			}
 			if d == 0 {
 				empty = true
@@ -154,9 +154,9 @@ func (s Schema) Validate() error {
 			}
 			if bytes > maxSampleBytes/d {
 				if empty || slices.Contains(f.Shape[k:], 0) {
-					return fmt.Errorf("collate: %w: field %q: shape %v: its non-zero dimensions multiply to more than %d bytes", ErrSchema, f.Name, f.Shape, maxSampleBytes)
+					return fmt.Errorf("%w: field %q: shape %v: its non-zero dimensions multiply to more than %d bytes", ErrSchema, f.Name, f.Shape, maxSampleBytes)
 				}
-				return fmt.Errorf("collate: %w: field %q: shape %v is larger than %d bytes a sample", ErrSchema, f.Name, f.Shape, maxSampleBytes)
+				return fmt.Errorf("%w: field %q: shape %v is larger than %d bytes a sample", ErrSchema, f.Name, f.Shape, maxSampleBytes)
 			}
 			bytes *= d
 		}

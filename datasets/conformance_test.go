@@ -26,7 +26,7 @@ func TestImagesConform(t *testing.T) {
 		return func(t testing.TB) engine.Dataset {
 			s, err := datasets.MNIST(tinyFrom(t, first, n, first%2 == 1), "train", 0)
 			require.NoError(t, err)
-			return s.Dataset(datasets.Options{Flip: true})
+			return s.Dataset(datasets.Config{Flip: true})
 		}
 	}
 	cifar10 := func(flip bool) func(testing.TB) engine.Dataset {
@@ -35,7 +35,7 @@ func TestImagesConform(t *testing.T) {
 			cifar(t, dir, "test_batch.bin", 0, n)
 			s, err := datasets.CIFAR10(dir, false, 0)
 			require.NoError(t, err)
-			return s.Dataset(datasets.Options{Flip: flip})
+			return s.Dataset(datasets.Config{Flip: flip})
 		}
 	}
 	t.Run("MNIST", func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestImagesConform(t *testing.T) {
 			return func(t testing.TB) engine.Dataset {
 				s, err := datasets.MNIST(datasets.FashionMNISTDir, split, 5*n)
 				require.NoError(t, err)
-				return s.Dataset(datasets.Options{Flat: true, Flip: true})
+				return s.Dataset(datasets.Config{Flat: true, Flip: true})
 			}
 		}
 		enginetest.TestDataset(t, enginetest.Case{New: fashion("t10k"), Other: fashion("train")})
@@ -92,7 +92,7 @@ func TestImagesFingerprint(t *testing.T) {
 		}
 		return s
 	}
-	flat := datasets.Options{Flat: true}
+	flat := datasets.Config{Flat: true}
 	base := images(nil).Dataset(flat)
 	for _, tc := range []struct {
 		key   string
@@ -101,7 +101,7 @@ func TestImagesFingerprint(t *testing.T) {
 		{"images.pixels", images(func(s *datasets.Images) { s.Pixels[5*784+783]++ }).Dataset(flat)}, // the last pixel
 		{"images.labels", images(func(s *datasets.Images) { s.Labels[5] = 9 }).Dataset(flat)},
 		{"images.shape", images(func(s *datasets.Images) { s.Height, s.Width = 14, 56 }).Dataset(flat)}, // the same [784] schema
-		{"images.flip", images(nil).Dataset(datasets.Options{Flat: true, Flip: true})},
+		{"images.flip", images(nil).Dataset(datasets.Config{Flat: true, Flip: true})},
 	} {
 		err := resumeOn(t, base, tc.other)
 		require.Error(t, err, tc.key)
@@ -114,8 +114,8 @@ func TestImagesFingerprint(t *testing.T) {
 	require.NoError(t, err)
 	gz, err := datasets.MNIST(tiny(t, 5, true), "train", 0)
 	require.NoError(t, err)
-	assert.NoError(t, resumeOn(t, plain.Dataset(datasets.Options{}), gz.Dataset(datasets.Options{})), "the same split, gzipped")
+	assert.NoError(t, resumeOn(t, plain.Dataset(datasets.Config{}), gz.Dataset(datasets.Config{})), "the same split, gzipped")
 	limited, err := datasets.MNIST(tiny(t, 6, false), "train", 5)
 	require.NoError(t, err)
-	assert.NoError(t, resumeOn(t, plain.Dataset(datasets.Options{}), limited.Dataset(datasets.Options{})), "the same first 5 images of a longer split")
+	assert.NoError(t, resumeOn(t, plain.Dataset(datasets.Config{}), limited.Dataset(datasets.Config{})), "the same first 5 images of a longer split")
 }

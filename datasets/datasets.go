@@ -16,7 +16,6 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
-	"github.com/tensorbatch/tensorbatch/internal/ident"
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
@@ -54,15 +53,15 @@ func (s *Images) Len() int { return len(s.Labels) }
 // Size returns the number of bytes (and float32 values) of one image.
 func (s *Images) Size() int { return s.Channels * s.Height * s.Width }
 
-// Options shape the samples Dataset writes.
-type Options struct {
+// Config shape the samples Dataset writes.
+type Config struct {
 	Flat bool // image shaped [Channels×Height×Width] (what a dense layer takes) instead of [Channels, Height, Width]
 	Flip bool // mirror half the images left-right, drawn from each sample's own RNG (the same flips for any worker count)
 }
 
 // Schema returns the fields of Dataset's samples: "image", float32 in [0, 1],
 // and "label", int64 shaped [1] (what sparse cross-entropy losses take).
-func (s *Images) Schema(o Options) collate.Schema {
+func (s *Images) Schema(o Config) collate.Schema {
 	shape := []int{s.Channels, s.Height, s.Width}
 	if o.Flat {
 		shape = []int{s.Size()}
@@ -79,7 +78,7 @@ func (s *Images) Schema(o Options) collate.Schema {
 //
 //   - images.shape: Channels×Height×Width, which a Flat schema hides;
 //   - images.pixels and images.labels: each one's size and a hash of its
-//     bytes, sampled as internal/ident samples large data (all of them up
+//     bytes, sampled as engine.FingerprintBytes samples large data (all of them up
 //     to 256 KiB, else 64 blocks of 4 KiB spread over them). The bytes
 //     are those in memory, after gunzip and limit, so a split read from
 //     gzipped or plain files, or built by hand, is identified alike;
@@ -89,12 +88,12 @@ func (s *Images) Schema(o Options) collate.Schema {
 // splits, or two data sets, differ, but an edit of a few images between
 // the sampled blocks is not seen (a resumed job would load the edited
 // images).
-func (s *Images) Dataset(o Options) engine.Dataset {
+func (s *Images) Dataset(o Config) engine.Dataset {
 	d := &imagesDataset{pixels: s.Pixels, labels: s.Labels, c: s.Channels, h: s.Height, w: s.Width, schema: s.Schema(o), flip: o.Flip}
 	d.fp = engine.Fingerprint{
 		"images.shape":  fmt.Sprintf("%dx%dx%d", s.Channels, s.Height, s.Width),
-		"images.pixels": ident.Bytes(s.Pixels),
-		"images.labels": ident.Bytes(s.Labels),
+		"images.pixels": engine.FingerprintBytes(s.Pixels),
+		"images.labels": engine.FingerprintBytes(s.Labels),
 		"images.flip":   strconv.FormatBool(o.Flip),
 	}
 	return d

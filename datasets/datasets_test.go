@@ -136,9 +136,9 @@ func load(t *testing.T, ds engine.Dataset, workers int) ([]float32, []int64) {
 func TestDatasetScalesShapesAndFlips(t *testing.T) {
 	s, err := datasets.MNIST(tiny(t, 8, false), "train", 0)
 	require.NoError(t, err)
-	assert.Equal(t, []int{1, 28, 28}, s.Schema(datasets.Options{})[0].Shape)
-	assert.Equal(t, []int{784}, s.Schema(datasets.Options{Flat: true})[0].Shape)
-	x, y := load(t, s.Dataset(datasets.Options{}), 0)
+	assert.Equal(t, []int{1, 28, 28}, s.Schema(datasets.Config{})[0].Shape)
+	assert.Equal(t, []int{784}, s.Schema(datasets.Config{Flat: true})[0].Shape)
+	x, y := load(t, s.Dataset(datasets.Config{}), 0)
 	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7}, y)
 	for i := range 8 {
 		for p := range 784 {
@@ -146,8 +146,8 @@ func TestDatasetScalesShapesAndFlips(t *testing.T) {
 		}
 	}
 
-	flipped, _ := load(t, s.Dataset(datasets.Options{Flip: true, Flat: true}), 2)
-	again, _ := load(t, s.Dataset(datasets.Options{Flip: true, Flat: true}), 0)
+	flipped, _ := load(t, s.Dataset(datasets.Config{Flip: true, Flat: true}), 2)
+	again, _ := load(t, s.Dataset(datasets.Config{Flip: true, Flat: true}), 0)
 	assert.Equal(t, flipped, again, "the same flips for any worker count")
 	mirrored := 0
 	for i := range 8 {
@@ -186,11 +186,11 @@ func TestCIFAR10(t *testing.T) {
 	s, err := datasets.CIFAR10(dir, false, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 4, s.Len())
-	assert.Equal(t, []int{3, 32, 32}, s.Schema(datasets.Options{})[0].Shape)
+	assert.Equal(t, []int{3, 32, 32}, s.Schema(datasets.Config{})[0].Shape)
 	s, err = datasets.CIFAR10(dir, true, 0)
 	require.NoError(t, err)
 	assert.Equal(t, 15, s.Len(), "five batch files in order")
-	x, y := load(t, s.Dataset(datasets.Options{}), 2)
+	x, y := load(t, s.Dataset(datasets.Config{}), 2)
 	for i := range 15 {
 		assert.Equal(t, int64(i%10), y[i])
 		assert.Equal(t, float32(byte(i+2+5))/255, x[i*3072+2*1024+5], "image %d, channel 2, pixel 5", i)

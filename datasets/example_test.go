@@ -17,7 +17,7 @@ func ExampleMNIST() {
 		return
 	}
 	fmt.Println(train.Len(), "images of", train.Channels, "x", train.Height, "x", train.Width, "in", train.Classes, "classes")
-	l, err := engine.New(train.Dataset(datasets.Options{Flip: true}), engine.Config{BatchSize: 64, Shuffle: true, Workers: 2})
+	l, err := engine.New(train.Dataset(datasets.Config{Flip: true}), engine.Config{BatchSize: 64, Shuffle: true, Workers: 2})
 	if err != nil {
 		panic(err)
 	}

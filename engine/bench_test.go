@@ -103,7 +103,7 @@ func (d emptyBatches) FillBatch(context.Context, *engine.BatchSlot) error { retu
 // leaves as they are: the time a batch is the loader's overhead (compare
 // BenchmarkTokens in shards, where the copy is most of it). The shuffled
 // order computes each index (NOTE [feistel]); the sequential one, which
-// shards.Megatron runs under (it shuffles itself), leaves the engine's
+// corpus.Megatron runs under (it shuffles itself), leaves the engine's
 // own delivery path.
 func BenchmarkBatchOverhead(b *testing.B) {
 	for _, w := range []int{0, 1, 2} {

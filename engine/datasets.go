@@ -10,7 +10,6 @@ import (
 	"strconv"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
 // Datasets built from datasets, as torch.utils.data's ConcatDataset, Subset
@@ -150,6 +149,14 @@ func (c *concatDataset) Fill(ctx context.Context, s *Slot) error {
 	return nil
 }
 
+// concatOf returns the concatDataset of a Dataset Concat made.
+func concatOf(d Dataset) *concatDataset {
+	if c, ok := d.(concatBatches); ok {
+		return c.concatDataset
+	}
+	return d.(*concatDataset)
+}
+
 // locate returns the dataset of sample i and its index there.
 func (c *concatDataset) locate(i int) (k, inner int, ok bool) {
 	k = sort.SearchInts(c.ends, i+1) // the first dataset that ends after i
@@ -241,7 +248,7 @@ func (d *subsetDataset) WritesEveryByte() bool { return writesEveryByte(d.ds) }
 // Fingerprint: the indices (hashed), the length and parts of the dataset
 // they index.
 func (d *subsetDataset) Fingerprint() Fingerprint {
-	f := Fingerprint{"subset.indices": ident.Ints(d.idx)}
+	f := Fingerprint{"subset.indices": fingerprintInts(d.idx)}
 	if n, err := datasetLen(d.ds); err == nil {
 		f["subset.of.len"] = strconv.Itoa(n)
 	}

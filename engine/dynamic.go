@@ -41,7 +41,7 @@ func withLengths(s collate.Schema) (collate.Schema, []dynField, error) {
 		if f.IsDynamic() {
 			name := f.Name + lenSuffix
 			if j := s.Index(name); j >= 0 {
-				return nil, nil, fmt.Errorf("collate: %w: field %d %q clashes with the lengths field %q of Dynamic field %d %q, which the loader adds; rename one",
+				return nil, nil, fmt.Errorf("%w: field %d %q clashes with the lengths field %q of Dynamic field %d %q, which the loader adds; rename one",
 					collate.ErrSchema, j, name, name, i, f.Name)
 			}
 			dyn = append(dyn, dynField{field: i, lens: len(out), pad: f.PadBytes()})

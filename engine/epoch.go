@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"golang.org/x/sys/cpu"
 )
 
 // run is one epoch in progress. Workers advance one cursor over the
@@ -25,10 +24,10 @@ type run struct {
 	started int        // batches started (buffer taken)
 	taken   int        // batches taken by the consumer
 	free    []*pending // taken batches' pendings, for the next ones
-	_       cpu.CacheLinePad
+	_       cacheLinePad
 	done    atomic.Int64 // batches completed, for the consumer's spin
 	slab    []Batch      // Batches not yet handed out (newBatch); guarded by mu
-	_       cpu.CacheLinePad
+	_       cacheLinePad
 
 	l       *loader
 	epoch   int
@@ -77,7 +76,7 @@ type run struct {
 // A worker that completes a batch claims its next sample under the same
 // lock (finish), and adds to done only once it has unlocked: the consumer
 // that done wakes finds mu free, instead of spinning on it while the worker
-// takes it again to claim. BenchmarkMegatronWindows and BenchmarkTokens
+// takes it again to claim. BenchmarkMegatronSequences and BenchmarkTokens
 // at Workers 1 measure the hand-off against a memcpy of the same bytes
 // (bench/RESULTS.md has their figures, and what was tried and not kept:
 // a worker spinning for a take before it sleeps on a full window, a

@@ -13,12 +13,12 @@ var (
 	ErrBusy = errors.New("engine: another epoch of this loader is running")
 	// ErrTimeout is wrapped by the SampleError of a sample whose Fill ran
 	// longer than Config.Timeout.
-	ErrTimeout = errors.New("sample timed out")
+	ErrTimeout = errors.New("engine: sample timed out")
 	// ErrGoexit is wrapped by the SampleError of a sample whose Fill
 	// called runtime.Goexit (t.FailNow, log.Fatal-like helpers). The
 	// rest of that batch is not filled, and the lost worker is replaced at
 	// the next epoch.
-	ErrGoexit = errors.New("Fill called runtime.Goexit")
+	ErrGoexit = errors.New("engine: Fill called runtime.Goexit")
 )
 
 // SampleError is the error of one sample: Fill returned an error, panicked

@@ -1,14 +1,17 @@
 package engine
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
 // Fingerprint is what determines a dataset's samples besides its Len and
@@ -47,8 +50,70 @@ func (f Fingerprint) Nest(prefix string, inner Fingerprint) Fingerprint {
 }
 
 // FingerprintHash is a short hash of values, in order, for a part that
-// would be long written out (a list of files, of weights, of indices).
-func FingerprintHash(values ...string) string { return ident.Of(values...) }
+// would be long written out (a list of files, of weights, of indices):
+// 16 hex digits of their SHA-256.
+func FingerprintHash(values ...string) string {
+	h := sha256.New()
+	for _, v := range values {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		io.WriteString(h, v)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// How much of large data FingerprintData hashes: all of it up to
+// fingerprintBlocks×fingerprintBlock bytes, else that many blocks spread
+// evenly over it.
+const (
+	fingerprintBlocks = 64
+	fingerprintBlock  = 4 << 10
+)
+
+// FingerprintData returns "size:hash" of the size bytes r holds (a
+// file, bytes in memory): all of them up to 256 KiB, else their size and
+// 64 blocks of 4 KiB spread evenly over them, so that an identity costs
+// 256 KiB of reading at most, yet two different corpora, or a file
+// rewritten with other content, differ. Content rather than a
+// modification time: data copied to another node (cp, rsync, a
+// download) keeps its identity, so a job resumed there is not refused.
+func FingerprintData(r io.ReaderAt, size int64) (string, error) {
+	h := sha256.New()
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(size))
+	h.Write(n[:])
+	if size <= fingerprintBlocks*fingerprintBlock {
+		if _, err := io.Copy(h, io.NewSectionReader(r, 0, size)); err != nil {
+			return "", err
+		}
+	} else {
+		buf := make([]byte, fingerprintBlock)
+		step := (size - fingerprintBlock) / (fingerprintBlocks - 1)
+		for i := range int64(fingerprintBlocks) {
+			if _, err := r.ReadAt(buf, i*step); err != nil && err != io.EOF {
+				return "", err
+			}
+			h.Write(buf)
+		}
+	}
+	return fmt.Sprintf("%d:%s", size, hex.EncodeToString(h.Sum(nil)[:8])), nil
+}
+
+// FingerprintBytes is FingerprintData of bytes in memory.
+func FingerprintBytes(b []byte) string {
+	s, _ := FingerprintData(bytes.NewReader(b), int64(len(b)))
+	return s
+}
+
+// fingerprintInts is FingerprintHash of a list of integers.
+func fingerprintInts(v []int) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, uint64(x))
+	}
+	return FingerprintHash(string(b))
+}
 
 // diff returns the parts of f that differ from was, one "key: was A, now
 // B" each, sorted by key.

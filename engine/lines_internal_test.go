@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
-	"golang.org/x/sys/cpu"
 )
 
 // The hand-off's fields keep the lines NOTE [lines] gives them: what mu
@@ -13,7 +12,7 @@ import (
 // past it, and nothing else on their line; the workers' counters a line
 // apart from the consumer's.
 func TestHandOffLines(t *testing.T) {
-	line := unsafe.Sizeof(cpu.CacheLinePad{})
+	line := unsafe.Sizeof(cacheLinePad{})
 	var r run
 	assert.Zero(t, unsafe.Offsetof(r.mu), "mu starts the run")
 	freeEnd := unsafe.Offsetof(r.free) + unsafe.Sizeof(r.free)

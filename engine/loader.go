@@ -15,7 +15,6 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/pinned"
-	"golang.org/x/sys/cpu"
 )
 
 // loader is a Loader's state. Every goroutine the loader starts (workers,
@@ -55,7 +54,7 @@ type loader struct {
 
 	// The workers write the counters below, the consumer pos above and
 	// batches after the stats (and stats.wait): see NOTE [lines].
-	_                         cpu.CacheLinePad
+	_                         cacheLinePad
 	samples, copied, toDevice atomic.Int64
 	abandoned, leaked         atomic.Int64
 	retried, skipped          atomic.Int64
@@ -684,7 +683,7 @@ type Stats struct {
 	Storage     StorageStats
 
 	// Packing is how full a packing dataset's samples are (a dataset
-	// with a PackingStats method: shards.Pack); zero for any other.
+	// with a PackingStats method: corpus.Pack); zero for any other.
 	Packing PackingStats
 
 	// Dataset is the dataset's own counts, when it is a Reporter (a

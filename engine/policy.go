@@ -36,7 +36,7 @@ type ErrorPolicy struct {
 // ErrTransient marks an error worth retrying (ErrorPolicy.Retries): a
 // read that timed out, a 503. Wrap an error with Transient, or make its
 // chain match ErrTransient with errors.Is.
-var ErrTransient = errors.New("transient")
+var ErrTransient = errors.New("engine: transient")
 
 // Transient wraps err so that ErrorPolicy.Retries retries the sample. It
 // returns nil for a nil err.

@@ -20,11 +20,18 @@ import (
 // Validate to check a sampler before loading.
 
 // ErrSampler is wrapped by the errors of the built-in samplers' Validate.
-var ErrSampler = errors.New("invalid sampler")
+var ErrSampler = errors.New("engine: invalid sampler")
 
 func samplerError(sampler, format string, args ...any) error {
-	return fmt.Errorf("engine: %s: %s: %w", sampler, fmt.Sprintf(format, args...), ErrSampler)
+	return &invalidSampler{fmt.Sprintf("engine: %s: %s", sampler, fmt.Sprintf(format, args...))}
 }
+
+// invalidSampler is the error of samplerError: its message, then
+// "invalid sampler", and it matches ErrSampler.
+type invalidSampler struct{ msg string }
+
+func (e *invalidSampler) Error() string        { return e.msg + ": invalid sampler" }
+func (e *invalidSampler) Is(target error) bool { return target == ErrSampler }
 
 // mustValidate panics with err, for Order, which has no error to return.
 func mustValidate(err error) {

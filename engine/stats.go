@@ -88,7 +88,7 @@ type stages struct {
 // PackingStats counts how full a packing dataset's samples are: of the
 // token slots (Slots) of the samples it filled, those that hold
 // documents' tokens (Tokens) rather than padding. A dataset reports them
-// by implementing PackingStats() PackingStats (shards.Pack does), and
+// by implementing PackingStats() PackingStats (corpus.Pack does), and
 // Stats.Packing shows them; it counts every Fill of the dataset, for
 // every loader and epoch.
 type PackingStats struct {

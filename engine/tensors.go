@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/tensorbatch/tensorbatch/collate"
-	"github.com/tensorbatch/tensorbatch/internal/ident"
 )
 
 // TensorsDataset is an in-memory dataset: row i of each tensor is sample i,
@@ -56,7 +55,7 @@ func (d *TensorsDataset) WritesEveryByte() bool { return true }
 func (d *TensorsDataset) Fingerprint() Fingerprint {
 	f := Fingerprint{}
 	for i, t := range d.data {
-		f["tensors."+d.names[i]] = fmt.Sprintf("%s%v %s", t.DType(), t.Shape(), ident.Bytes(t.Bytes()))
+		f["tensors."+d.names[i]] = fmt.Sprintf("%s%v %s", t.DType(), t.Shape(), FingerprintBytes(t.Bytes()))
 	}
 	return f
 }

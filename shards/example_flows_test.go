@@ -3,7 +3,6 @@ package shards_test
 import (
 	"archive/tar"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,7 +42,7 @@ func ExampleNew() {
 		{Name: "text", DType: collate.Uint8, Shape: []int{16}},
 		{Name: "label", DType: collate.Int64},
 	}
-	src, err := shards.New(filepath.Join(dir, "train-{0..2}.tar"), schema,
+	src, err := shards.New(context.Background(), filepath.Join(dir, "train-{0..2}.tar"), schema,
 		func(ctx context.Context, rec engine.Record, s *engine.Slot) error {
 			label, err := shards.Int(rec, "cls") // an error names the shard and sample
 			collate.As[int64](s.Tensor("label"))[0] = label
@@ -72,34 +71,4 @@ func ExampleNew() {
 	// [0 1 2 3 4] [0 1 2 0 1]
 	// [5 6 7 8 9] [2 0 1 2 0]
 	// [10 11] [1 2]
-}
-
-// A nanoGPT-style token file (uint16 tokens, no header) served as windows
-// of Context+1 tokens: inputs [:, :Context], targets [:, 1:].
-func ExampleTokens() {
-	f, _ := os.CreateTemp("", "train-*.bin")
-	defer os.Remove(f.Name())
-	for tok := range uint16(20) {
-		binary.Write(f, binary.LittleEndian, tok)
-	}
-	f.Close()
-
-	ds, err := shards.Tokens(f.Name(), shards.TokenConfig{Context: 4, Out: collate.Int64})
-	if err != nil {
-		panic(err)
-	}
-	l, err := engine.New(ds, engine.Config{BatchSize: 2})
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	for b, err := range l.Epoch(context.Background(), 0) {
-		if err != nil {
-			panic(err)
-		}
-		fmt.Println(b.Tensor("tokens").Shape(), collate.As[int64](b.Tensor("tokens")))
-	}
-	// Output:
-	// [2 5] [0 1 2 3 4 4 5 6 7 8]
-	// [2 5] [8 9 10 11 12 12 13 14 15 16]
 }

@@ -45,7 +45,7 @@ func Example_parquet() {
 		{Name: "image", DType: collate.Uint8, Shape: []int{5}},
 		{Name: "label", DType: collate.Int64},
 	}
-	src, err := shards.New(filepath.Join(dir, "train-{00000..00001}-of-00002.parquet"), schema,
+	src, err := shards.New(context.Background(), filepath.Join(dir, "train-{00000..00001}-of-00002.parquet"), schema,
 		func(ctx context.Context, rec engine.Record, s *engine.Slot) error {
 			label, err := shards.Int(rec, "label") // an error names the shard and row
 			collate.As[int64](s.Tensor("label"))[0] = label

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // faultServer is Go's file server on a temp dir, on 127.0.0.1, with
@@ -229,7 +231,7 @@ func TestHTTPErrorsNameTheURLAndNeverHang(t *testing.T) {
 	ctx := context.Background()
 	_, err := o.Open(ctx, f.URL+"/missing.tar")
 	assert.ErrorContains(t, err, "shards: "+f.URL+"/missing.tar: HTTP 404 Not Found")
-	assert.True(t, errors.Is(err, errNotFound))
+	assert.True(t, errors.Is(err, fs.ErrNotExist), "a 404 is fs.ErrNotExist, as a missing local file is")
 	_, err = o.Open(ctx, f.URL+"/forbidden.tar")
 	assert.ErrorContains(t, err, "shards: "+f.URL+"/forbidden.tar: HTTP 403 Forbidden: injected fault")
 	assert.Zero(t, o.ReadRetries(), "a 403 or 404 is not retried")
@@ -329,7 +331,7 @@ func TestRangeTotal(t *testing.T) {
 		{0, "items 0-0/100", 1, 0, true},
 		{0, "bytes 0-0/x", 1, 0, true},
 	} {
-		got, err := rangeTotal(c.off, c.cr, c.length)
+		got, err := store.RangeTotal(c.off, c.cr, c.length)
 		if c.bad {
 			assert.Error(t, err, "%+v", c)
 			continue

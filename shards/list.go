@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // listPageSize is the most keys a page of a bucket's listing asks for
@@ -23,8 +25,8 @@ func isFolder(name string) bool {
 	if strings.HasSuffix(name, "/") {
 		return true
 	}
-	k, _, _, _ := parse(name)
-	return k == local && name != "" && os.IsPathSeparator(name[len(name)-1])
+	loc, err := parse(name)
+	return err == nil && loc.k == local && name != "" && os.IsPathSeparator(name[len(name)-1])
 }
 
 // isShardName reports whether a listed file is a shard: its name ends in
@@ -37,7 +39,7 @@ func isShardName(name string) bool {
 // List returns the shards in the folder prefix, which ends in "/":
 //
 //   - s3://bucket/prefix/, gs://bucket/prefix/, az://container/prefix/
-//     (or azblob://): the objects directly under the prefix (listed with
+//     (or azblob://), with the store's package imported: the objects directly under the prefix (listed with
 //     delimiter "/", every page: S3's ListObjectsV2, GCS's objects.list,
 //     Azure's List Blobs) whose names end in ".tar" or ".parquet", sorted
 //     by name; others, such as shardlist.json, and deeper "folders" are
@@ -62,17 +64,17 @@ func List(ctx context.Context, o *Opener, prefix string) ([]string, error) {
 		o = &Opener{}
 	}
 	var names []string
-	var err error
-	if _, _, _, _, _, ok := splitBucket(prefix); ok { // parse wants a key; a prefix may be ""
-		names, err = o.listBucket(ctx, prefix)
-	} else {
-		var k kind
-		var path string
-		if k, path, _, err = parse(prefix); err == nil {
-			if k == viaHTTP {
+	loc, isBucket, err := bucketURL(prefix) // not parse, which wants a key: a prefix may be ""
+	switch {
+	case err != nil:
+	case isBucket:
+		names, err = o.listBucket(ctx, prefix, loc)
+	default:
+		if loc, err = parse(prefix); err == nil {
+			if loc.k == viaHTTP {
 				names, err = o.listHTTP(ctx, prefix)
 			} else {
-				names, err = listLocal(prefix, path)
+				names, err = listLocal(prefix, loc.path)
 			}
 		}
 	}
@@ -92,17 +94,16 @@ var (
 	maxListShards = 10_000_000
 )
 
-// listBucket lists an object store's prefix page by page.
-func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error) {
-	k, scheme, what, bucket, _, _ := splitBucket(prefix)
-	if bucket == "" {
-		return nil, fmt.Errorf("shards: %q: want %s%s/prefix/", prefix, scheme, what)
+// listBucket lists an object store's prefix, at loc, page by page.
+func (o *Opener) listBucket(ctx context.Context, prefix string, loc location) ([]string, error) {
+	if loc.bucket == "" {
+		return nil, fmt.Errorf("shards: %q: want %s://%s/prefix/", prefix, loc.scheme, loc.driver.Bucket)
 	}
-	s, err := o.store(ctx, k)
+	s, err := o.store(ctx, loc)
 	if err != nil {
 		return nil, fmt.Errorf("shards: %s: %w", prefix, err)
 	}
-	return o.listPages(ctx, s, prefix)
+	return o.listPages(ctx, s, prefix, loc)
 }
 
 // listPages lists the object store's prefix (a URL) by s page by page,
@@ -110,9 +111,9 @@ func (o *Opener) listBucket(ctx context.Context, prefix string) ([]string, error
 // next-page token one before it gave (A, A or A, B, A: a listing that
 // would never end), more than maxListPages pages or maxListShards shards
 // are an error naming the store, the bucket and the prefix.
-func (o *Opener) listPages(ctx context.Context, s bucketStore, prefix string) ([]string, error) {
-	k, scheme, what, bucket, key, _ := splitBucket(prefix)
-	where := fmt.Sprintf("%s (%s %s %q, prefix %q)", prefix, storeName(k), what, bucket, key)
+func (o *Opener) listPages(ctx context.Context, s store.Store, prefix string, loc location) ([]string, error) {
+	bucket, key := loc.bucket, loc.key
+	where := fmt.Sprintf("%s (%s %s %q, prefix %q)", prefix, loc.driver.Name, loc.driver.Bucket, bucket, key)
 	var names []string
 	seen := map[[sha256.Size]byte]int{} // the pages by the token they gave
 	var rs retries
@@ -124,7 +125,7 @@ func (o *Opener) listPages(ctx context.Context, s bucketStore, prefix string) ([
 		var next string
 		a, err := o.do(ctx, &rs, func() string { return fmt.Sprintf("at page %d", page) }, func(a *attempt) error {
 			var err error
-			keys, next, err = s.list(a.ctx, bucket, key, token)
+			keys, next, err = s.List(a.ctx, bucket, key, token, listPageSize)
 			return err
 		})
 		if err != nil {
@@ -135,7 +136,7 @@ func (o *Opener) listPages(ctx context.Context, s bucketStore, prefix string) ([
 		for _, k := range keys {
 			rest, ok := strings.CutPrefix(k, key)
 			if ok && rest != "" && !strings.Contains(rest, "/") && isShardName(rest) {
-				names = append(names, scheme+bucket+"/"+k)
+				names = append(names, loc.scheme+"://"+bucket+"/"+k)
 			}
 		}
 		if len(names) > maxListShards {

@@ -26,7 +26,7 @@ func listFixture(t *testing.T) (dir string, paths []string, want [][]int, wantDa
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "train-9999.tar.idx"), []byte("not a shard"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub.tar"), 0o755)) // a folder, even named so
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub.tar", "deeper.tar"), tarBytes(t, sampleMembers(0)...), 0o644))
-	local, err := New(pattern, testSchema, decodeTest)
+	local, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	want, wantData, _, err = loadAll(t, local, listSC, listCfg, 1)
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestListLocalFolder(t *testing.T) {
 		}
 		assert.Equal(t, wantNames, names, "sorted; README, .idx, shardlist.json and subfolders skipped")
 
-		src, err := New(prefix, testSchema, decodeTest)
+		src, err := New(context.Background(), prefix, testSchema, decodeTest)
 		require.NoError(t, err)
 		assert.Equal(t, wantNames, src.Names())
 		got, gotData, _, err := loadAll(t, src, listSC, listCfg, 1)
@@ -64,15 +64,15 @@ func TestListLocalFolder(t *testing.T) {
 		require.NoError(t, os.Mkdir(filepath.Join(parent, sub), 0o755))
 		writeShards(t, filepath.Join(parent, sub), 1+i)
 	}
-	src, err := New(parent+"/{b,a}/", testSchema, decodeTest)
+	src, err := New(context.Background(), parent+"/{b,a}/", testSchema, decodeTest)
 	require.NoError(t, err)
 	assert.Equal(t, []string{parent + "/b/train-0000.tar", parent + "/a/train-0000.tar"}, src.Names())
 
 	empty := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(empty, "notes.txt"), nil, 0o644))
-	_, err = New(empty+"/", testSchema, decodeTest)
+	_, err = New(context.Background(), empty+"/", testSchema, decodeTest)
 	assert.EqualError(t, err, "shards: "+empty+"/: no shards (files ending in .tar or .parquet) in the folder")
-	_, err = New(filepath.Join(empty, "missing")+"/", testSchema, decodeTest)
+	_, err = New(context.Background(), filepath.Join(empty, "missing")+"/", testSchema, decodeTest)
 	assert.ErrorContains(t, err, "missing/: no such folder")
 	_, err = List(context.Background(), nil, dir)
 	assert.ErrorContains(t, err, "not a folder")
@@ -101,7 +101,7 @@ func TestListHTTPFolder(t *testing.T) {
 
 	o := fastOpener()
 	defer o.CloseIdleConnections()
-	src, err := New(srv.URL+"/data/", testSchema, decodeTest, UseOpener(o))
+	src, err := New(context.Background(), srv.URL+"/data/", testSchema, decodeTest, UseOpener(o))
 	require.NoError(t, err)
 	var wantNames []string
 	for _, p := range paths {
@@ -119,6 +119,6 @@ func TestListHTTPFolder(t *testing.T) {
 	assert.Contains(t, reqs, "/data/shardlist.json", "the counts come from the list")
 	mu.Unlock()
 
-	_, err = New(srv.URL+"/bare/", testSchema, decodeTest, UseOpener(o))
+	_, err = New(context.Background(), srv.URL+"/bare/", testSchema, decodeTest, UseOpener(o))
 	assert.EqualError(t, err, "shards: "+srv.URL+"/bare/: no shard list "+srv.URL+"/bare/shardlist.json (an HTTP folder is listed by its shardlist.json)")
 }

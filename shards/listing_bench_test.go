@@ -33,7 +33,7 @@ func BenchmarkIndexedListing(b *testing.B) {
 	pattern := fmt.Sprintf("%s/train-{0000..%04d}.tar", f.URL, shards-1)
 	for b.Loop() {
 		o := &Opener{}
-		src, err := New(pattern, testSchema, decodeTest, UseOpener(o))
+		src, err := New(context.Background(), pattern, testSchema, decodeTest, UseOpener(o))
 		require.NoError(b, err)
 		_, err = src.Shards(context.Background())
 		require.NoError(b, err)

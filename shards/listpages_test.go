@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // tokenRewriter is a reverse proxy in front of an object store's
@@ -152,9 +153,11 @@ type fakePage struct {
 	next string
 }
 
-func (f *fakeListing) fetcher(bucket, key string) fetcher { panic("not a store of objects") }
+func (f *fakeListing) Get(context.Context, string, string, int64, int64) (io.ReadCloser, store.Info, error) {
+	panic("not a store of objects")
+}
 
-func (f *fakeListing) list(ctx context.Context, bucket, prefix, token string) ([]string, string, error) {
+func (f *fakeListing) List(ctx context.Context, bucket, prefix, token string, _ int) ([]string, string, error) {
 	f.calls++
 	if len(f.fails) > 0 {
 		err := f.fails[0]
@@ -166,6 +169,15 @@ func (f *fakeListing) list(ctx context.Context, bucket, prefix, token string) ([
 		return []string{prefix + "x" + token + ".txt"}, token + "+", nil
 	}
 	return p.keys, p.next, nil
+}
+
+// bucketLoc is where prefix, an object store's URL, points.
+func bucketLoc(t *testing.T, prefix string) location {
+	t.Helper()
+	loc, ok, err := bucketURL(prefix)
+	require.True(t, ok)
+	require.NoError(t, err)
+	return loc
 }
 
 // TestListPagesBounded: the listing loop that S3, GCS and Azure share
@@ -200,7 +212,7 @@ func TestListPagesBounded(t *testing.T) {
 			maxListPages, maxListShards = 5, 3
 			f := &fakeListing{pages: tc.pages}
 			o := fastOpener()
-			_, err := o.listPages(ctx, f, tc.prefix)
+			_, err := o.listPages(ctx, f, tc.prefix, bucketLoc(t, tc.prefix))
 			assert.EqualError(t, err, tc.err)
 			assert.Equal(t, tc.calls, f.calls)
 			assert.EqualValues(t, tc.calls, o.Requests())
@@ -209,23 +221,23 @@ func TestListPagesBounded(t *testing.T) {
 	}
 
 	// Transient failures: retried and counted, within MaxRetries in a row.
-	unavailable := &statusError{code: http.StatusServiceUnavailable}
+	unavailable := &store.StatusError{Code: http.StatusServiceUnavailable}
 	pages := map[string]fakePage{"": {[]string{"ds/b.tar"}, "A"}, "A": {[]string{"ds/a.tar", "ds/c.txt", "ds/sub/d.tar"}, ""}}
 	f := &fakeListing{pages: pages, fails: []error{unavailable, io.ErrUnexpectedEOF}}
 	o := fastOpener()
 	o.MaxRetries = 2
-	names, err := o.listPages(ctx, f, "s3://data/ds/")
+	names, err := o.listPages(ctx, f, "s3://data/ds/", bucketLoc(t, "s3://data/ds/"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"s3://data/ds/a.tar", "s3://data/ds/b.tar"}, names)
 	assert.EqualValues(t, 2, o.ReadRetries())
 	f = &fakeListing{pages: pages, fails: []error{unavailable, unavailable, unavailable}}
 	o.retried.Store(0)
-	_, err = o.listPages(ctx, f, "s3://data/ds/")
+	_, err = o.listPages(ctx, f, "s3://data/ds/", bucketLoc(t, "s3://data/ds/"))
 	assert.EqualError(t, err, "shards: listing s3://data/ds/: giving up at page 1 after 2 retries: HTTP 503 Service Unavailable")
 	assert.Equal(t, 3, f.calls)
 	assert.EqualValues(t, 2, o.ReadRetries())
-	f = &fakeListing{pages: pages, fails: []error{&statusError{code: http.StatusForbidden}}}
-	_, err = o.listPages(ctx, f, "s3://data/ds/")
+	f = &fakeListing{pages: pages, fails: []error{&store.StatusError{Code: http.StatusForbidden}}}
+	_, err = o.listPages(ctx, f, "s3://data/ds/", bucketLoc(t, "s3://data/ds/"))
 	assert.EqualError(t, err, "shards: listing s3://data/ds/: HTTP 403 Forbidden")
 	assert.Equal(t, 1, f.calls, "a 403 is not retried")
 }

@@ -53,7 +53,7 @@ func TestShardListCountsMustMatchTheData(t *testing.T) {
 				paths, pattern := writeShards(t, dir, 3, 3, 3)
 				declared := []int{3, 3, 3}
 				declared[tc.at] = tc.count
-				src, err := New(pattern, testSchema, decodeTest, IndexFile(writeList(t, paths, declared)))
+				src, err := New(context.Background(), pattern, testSchema, decodeTest, IndexFile(writeList(t, paths, declared)))
 				require.NoError(t, err)
 				d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 				if err == nil { // a shard listed empty fails here, before the epoch
@@ -107,7 +107,7 @@ func TestShardListCountsAreCheckedBeforeUse(t *testing.T) {
 			if where == "local" {
 				src, err = FromNames(paths, testSchema, decodeTest, IndexFile(index))
 			} else {
-				src, err = New(f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
+				src, err = New(context.Background(), f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
 			}
 			require.NoError(t, err)
 			n := allocated(func() { _, err = engine.FromIterable(context.Background(), src, engine.IterableConfig{}) })

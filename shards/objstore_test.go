@@ -3,6 +3,7 @@ package shards
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,9 @@ import (
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 )
 
-// store is a running emulator as the tests here use it: versitygw
+// emulator is a running emulator as the tests here use it: versitygw
 // (s3test) or fake-gcs-server and Azurite (objtest).
-type store interface {
+type emulator interface {
 	Addr() string
 	Setenv(testing.TB)
 	CreateBucket(name string) error
@@ -30,16 +31,16 @@ type store interface {
 // its emulator on 127.0.0.1.
 var objectStores = []struct {
 	scheme string
-	start  func(testing.TB) store
+	start  func(testing.TB) emulator
 }{
-	{"s3://", func(t testing.TB) store { return s3test.ForTest(t) }},
-	{"gs://", func(t testing.TB) store { return objtest.GCS(t) }},
-	{"az://", func(t testing.TB) store { return objtest.Azure(t) }},
+	{"s3://", func(t testing.TB) emulator { return s3test.ForTest(t) }},
+	{"gs://", func(t testing.TB) emulator { return objtest.GCS(t) }},
+	{"az://", func(t testing.TB) emulator { return objtest.Azure(t) }},
 }
 
 // storeBucket starts a store's emulator with its variables set for the
 // test, makes a bucket and uploads files to it under their base names.
-func storeBucket[S store](t *testing.T, start func(testing.TB) S, bucket string, files ...string) S {
+func storeBucket[S emulator](t *testing.T, start func(testing.TB) S, bucket string, files ...string) S {
 	t.Helper()
 	srv := start(t)
 	srv.Setenv(t)
@@ -53,7 +54,7 @@ func storeBucket[S store](t *testing.T, start func(testing.TB) S, bucket string,
 }
 
 // viaProxy points the clients of the test at p, a proxy in front of srv.
-func viaProxy(t *testing.T, srv store, p *faultServer) {
+func viaProxy(t *testing.T, srv emulator, p *faultServer) {
 	switch srv := srv.(type) {
 	case *s3test.Server:
 		t.Setenv("AWS_ENDPOINT_URL_S3", p.URL)
@@ -77,7 +78,7 @@ func TestObjectStoresMatchLocal(t *testing.T) {
 			storeBucket(t, st.start, "data", append(paths, writeList(t, paths, []int{30, 25, 40, 5}))...)
 			sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 20}
 			cfg := engine.Config{BatchSize: 16, Seed: 11, Workers: 2}
-			local, err := New(pattern, testSchema, decodeTest)
+			local, err := New(context.Background(), pattern, testSchema, decodeTest)
 			require.NoError(t, err)
 			want, wantData, _, err := loadAll(t, local, sc, cfg, 2)
 			require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestObjectStoresMatchLocal(t *testing.T) {
 				if !index {
 					opts = append(opts, IndexFile("")) // scan the headers
 				}
-				remote, err := New(st.scheme+"data/train-{0000..0003}.tar", testSchema, decodeTest, opts...)
+				remote, err := New(context.Background(), st.scheme+"data/train-{0000..0003}.tar", testSchema, decodeTest, opts...)
 				require.NoError(t, err)
 				infos, err := remote.Shards(context.Background())
 				require.NoError(t, err)
@@ -149,7 +150,7 @@ func TestObjectStoresList(t *testing.T) {
 
 			listPageSize = 2
 			defer func() { listPageSize = 0 }()
-			src, err := New(st.scheme+"data/ds/train/", testSchema, decodeTest, UseOpener(o))
+			src, err := New(context.Background(), st.scheme+"data/ds/train/", testSchema, decodeTest, UseOpener(o))
 			require.NoError(t, err)
 			assert.Equal(t, wantNames, src.Names())
 			got, gotData, _, err := loadAll(t, src, listSC, listCfg, 1)
@@ -162,9 +163,9 @@ func TestObjectStoresList(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, strings.ReplaceAll(strings.Join(wantNames, " "), "az://", "azblob://"), strings.Join(names, " "))
 			}
-			_, err = New(st.scheme+"data/ds/empty/", testSchema, decodeTest, UseOpener(o))
+			_, err = New(context.Background(), st.scheme+"data/ds/empty/", testSchema, decodeTest, UseOpener(o))
 			assert.EqualError(t, err, "shards: "+st.scheme+"data/ds/empty/: no shards (files ending in .tar or .parquet) in the folder")
-			_, err = New(st.scheme+"nobucket/x/", testSchema, decodeTest, UseOpener(o))
+			_, err = New(context.Background(), st.scheme+"nobucket/x/", testSchema, decodeTest, UseOpener(o))
 			assert.ErrorContains(t, err, "shards: listing "+st.scheme+"nobucket/x/: HTTP 404 Not Found")
 			assert.Zero(t, o.ReadRetries(), "a 404 is not retried")
 		})
@@ -197,13 +198,13 @@ func TestObjectStoresResume(t *testing.T) {
 			assert.Len(t, p.requests(), 5)
 			assert.EqualValues(t, len(want), o.BytesFetched(), "each byte fetched once: the reads resumed where they stopped")
 
-			local, err := New(pattern, testSchema, decodeTest)
+			local, err := New(context.Background(), pattern, testSchema, decodeTest)
 			require.NoError(t, err)
 			wantIDs, wantData, _, err := loadAll(t, local, listSC, listCfg, 0)
 			require.NoError(t, err)
 			o2 := &Opener{Backoff: time.Millisecond, Timeout: 5 * time.Second}
 			defer o2.CloseIdleConnections()
-			src, err := New(st.scheme+"data/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o2), IndexFile(""))
+			src, err := New(context.Background(), st.scheme+"data/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o2), IndexFile(""))
 			require.NoError(t, err)
 			p.inject(func(f *faultServer) { f.cuts = []int64{5000, 100000, 3000} })
 			gotIDs, gotData, stats, err := loadAll(t, src, listSC, listCfg, 0)
@@ -280,7 +281,7 @@ func TestObjectStoresMissing(t *testing.T) {
 			start := time.Now()
 			_, err := o.Open(ctx, st.scheme+"data/missing.tar")
 			assert.ErrorContains(t, err, "shards: "+st.scheme+"data/missing.tar: HTTP 404 Not Found")
-			assert.ErrorIs(t, err, errNotFound)
+			assert.ErrorIs(t, err, fs.ErrNotExist)
 			_, err = o.Open(ctx, st.scheme+"nobucket/a.tar")
 			assert.ErrorContains(t, err, "shards: "+st.scheme+"nobucket/a.tar: HTTP 404 Not Found")
 			_, found, err := o.ReadFile(ctx, st.scheme+"data/missing.json")
@@ -289,7 +290,7 @@ func TestObjectStoresMissing(t *testing.T) {
 			assert.Zero(t, o.ReadRetries())
 			assert.EqualValues(t, 3, o.Requests())
 			assert.Less(t, time.Since(start), time.Second, "no backoff waited")
-			src, err := New(st.scheme+"data/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""))
+			src, err := New(context.Background(), st.scheme+"data/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""))
 			require.NoError(t, err)
 			_, err = src.Shards(ctx)
 			assert.ErrorContains(t, err, st.scheme+"data/train-0001.tar: HTTP 404 Not Found")
@@ -329,14 +330,14 @@ func TestObjectStoresCacheEpochTwoMakesNoRequests(t *testing.T) {
 // the batches of the local files (pattern), and each download commits
 // with its URL, size and the object's version (ETag).
 func cacheEpochTwoMakesNoRequests(t *testing.T, scheme string, paths []string, pattern string) {
-	local, err := New(pattern, testSchema, decodeTest)
+	local, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	want := epochs(t, local, 2)
 
 	cacheDir := t.TempDir()
 	o := &Opener{}
 	defer o.CloseIdleConnections()
-	src, err := New(scheme+"data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
+	src, err := New(context.Background(), scheme+"data/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(cacheDir, 1<<30))
 	require.NoError(t, err)
 	defer src.Close()
 	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleBuffer: 10})

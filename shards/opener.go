@@ -2,29 +2,23 @@ package shards
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // Defaults of an Opener's zero fields.
@@ -35,8 +29,11 @@ const (
 )
 
 // Opener opens shards by name: a local path or file:// URL, an http:// or
-// https:// URL, s3://bucket/key, gs://bucket/key (Google Cloud Storage) or
-// az://container/key (Azure Blob Storage; azblob:// too).
+// https:// URL, or the URL of an object store whose package the program
+// imports (package store): s3://bucket/key (shards/s3), gs://bucket/key
+// (Google Cloud Storage, shards/gcs) or az://container/key (Azure Blob
+// Storage, shards/azure; azblob:// too). A URL whose store is not linked
+// is an error that names the import to add.
 //
 // Every remote request it makes goes through one retry policy: a page of
 // a listing (see List), the one-byte probe of a shard's size (which
@@ -65,18 +62,15 @@ const (
 //
 // The zero Opener is ready to use; it is safe for concurrent use.
 type Opener struct {
-	// HTTPClient does http(s):// requests, and those of the S3, GCS and
-	// Azure clients that the Opener makes (GCS's with its credentials
+	// HTTPClient does http(s):// requests, and those of the object
+	// stores' clients that the Opener makes (with their credentials
 	// added). Nil means a client whose transport bounds dialing, the TLS
 	// handshake and the wait for response headers by Timeout.
 	HTTPClient *http.Client
-	// S3 reads s3:// URLs. Nil means a client made on first use by
-	// NewS3Client, from the standard AWS configuration.
-	S3 *s3.Client
-	// Azure reads az:// and azblob:// URLs. Nil means a client made on
-	// first use by NewAzureClient, from the environment. (gs:// URLs need
-	// no client: see the package doc for their credentials.)
-	Azure *azblob.Client
+	// Stores are the stores of URL schemes ("s3", "gs", "az") that the
+	// Opener uses instead of those it would make on first use from the
+	// environment: s3.New(client) for an S3 client of your own, say.
+	Stores map[string]store.Store
 	// Timeout bounds each remote request until its response headers and
 	// each silence of a response body; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -105,17 +99,17 @@ type Opener struct {
 
 	httpOnce sync.Once
 	client   *http.Client
-	s3Once   sync.Once
-	s3       *s3.Client
-	s3HTTP   atomic.Pointer[http.Client] // of s3, unless it is httpClient()
-	s3Err    error
-	gcsOnce  sync.Once
-	gcs      *gcsStore
-	gcsHTTP  atomic.Pointer[http.Client] // of gcs, unless it is HTTPClient
-	gcsErr   error
-	azOnce   sync.Once
-	az       *azblob.Client
-	azErr    error
+
+	storesMu sync.Mutex
+	stores   map[string]*madeStore // by scheme, made on first use
+	clients  []*http.Client        // made for the stores, for CloseIdleConnections
+}
+
+// madeStore is a store the Opener made, or failed to.
+type madeStore struct {
+	s    store.Store
+	err  error
+	done chan struct{} // closed once made
 }
 
 // ReadRetries returns the transient failures retried so far, over every
@@ -211,20 +205,6 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// s3HTTPClient returns the client of S3 requests, given the SDK's: the
-// HTTPClient field when set, else one with the SDK's transport (which
-// holds the roots of AWS_CA_BUNDLE or ca_bundle) and the Opener's
-// timeouts. Called once.
-func (o *Opener) s3HTTPClient(sdk s3.HTTPClient) s3.HTTPClient {
-	b, ok := sdk.(*awshttp.BuildableClient)
-	if o.HTTPClient != nil || !ok {
-		return o.httpClient()
-	}
-	c := o.newClient(b.GetTransport())
-	o.s3HTTP.Store(c)
-	return c
-}
-
 // transport sets t's timeouts to the Opener's and returns it.
 func (o *Opener) transport(t *http.Transport) *http.Transport {
 	d := &net.Dialer{Timeout: o.timeout(), KeepAlive: 30 * time.Second}
@@ -235,25 +215,15 @@ func (o *Opener) transport(t *http.Transport) *http.Transport {
 	return t
 }
 
-func (o *Opener) s3Client(ctx context.Context) (*s3.Client, error) {
-	if o.S3 != nil {
-		return o.S3, nil
-	}
-	o.s3Once.Do(func() {
-		o.s3, o.s3Err = NewS3Client(ctx, func(so *s3.Options) { so.HTTPClient = o.s3HTTPClient(so.HTTPClient) })
-	})
-	return o.s3, o.s3Err
-}
-
-// CloseIdleConnections closes the idle connections of the Opener's HTTP,
-// S3, GCS and Azure clients (but the S3 and Azure fields' own); for
-// example when a job is done with its shards.
+// CloseIdleConnections closes the idle connections of the Opener's HTTP
+// client and of the clients it made for object stores (not those of the
+// Stores field's own); for example when a job is done with its shards.
 func (o *Opener) CloseIdleConnections() {
 	o.httpClient().CloseIdleConnections()
-	if c := o.s3HTTP.Load(); c != nil {
-		c.CloseIdleConnections()
-	}
-	if c := o.gcsHTTP.Load(); c != nil {
+	o.storesMu.Lock()
+	clients := slices.Clone(o.clients)
+	o.storesMu.Unlock()
+	for _, c := range clients {
 		c.CloseIdleConnections()
 	}
 }
@@ -264,82 +234,81 @@ type kind int
 const (
 	local kind = iota
 	viaHTTP
-	viaS3
-	viaGCS
-	viaAzure
+	viaStore // an object store's, by its driver (package store)
 )
 
-// buckets are the object stores' URL schemes.
-var buckets = []struct {
-	scheme string
+// storeImports names the package of the driver of each object store's
+// scheme, for the error of a URL whose store the program does not link.
+var storeImports = map[string]string{
+	"s3":     "github.com/tensorbatch/tensorbatch/shards/s3",
+	"gs":     "github.com/tensorbatch/tensorbatch/shards/gcs",
+	"az":     "github.com/tensorbatch/tensorbatch/shards/azure",
+	"azblob": "github.com/tensorbatch/tensorbatch/shards/azure",
+}
+
+// location is where a shard name points.
+type location struct {
 	k      kind
-	what   string // what the store calls a bucket
-}{
-	{"s3://", viaS3, "bucket"},
-	{"gs://", viaGCS, "bucket"},
-	{"az://", viaAzure, "container"},
-	{"azblob://", viaAzure, "container"},
+	path   string // a local file's path, or an http(s) URL
+	scheme string // an object store's ("s3"), its driver, bucket and key (or prefix)
+	driver store.Driver
+	bucket string
+	key    string
 }
 
-// storeName is the name of the object store of kind k, for errors.
-func storeName(k kind) string {
-	switch k {
-	case viaS3:
-		return "S3"
-	case viaGCS:
-		return "GCS"
-	case viaAzure:
-		return "Azure"
+// bucketURL parses name when it is an object store's URL
+// ("s3://bucket/key"); the key (a prefix) may be "". ok is false for any
+// other name; an object store's URL whose store is not linked is an
+// error naming the import to add.
+func bucketURL(name string) (loc location, ok bool, err error) {
+	scheme, rest, found := strings.Cut(name, "://")
+	if !found || scheme == "http" || scheme == "https" || scheme == "file" || strings.ContainsAny(scheme, "/\\") {
+		return location{}, false, nil
 	}
-	return "HTTP"
-}
-
-// splitBucket splits an object store's URL into its kind, scheme, bucket
-// and key (or prefix, which may be ""); ok is false for another name.
-func splitBucket(name string) (k kind, scheme, what, bucket, key string, ok bool) {
-	for _, b := range buckets {
-		if rest, found := strings.CutPrefix(name, b.scheme); found {
-			bucket, key, _ = strings.Cut(rest, "/")
-			return b.k, b.scheme, b.what, bucket, key, true
+	d, linked := store.Lookup(scheme)
+	if !linked {
+		if imp, known := storeImports[scheme]; known {
+			return location{}, true, fmt.Errorf("shards: %q: the %s:// store is not linked into this program: import _ %q", name, scheme, imp)
 		}
+		return location{}, true, fmt.Errorf("shards: %q: unknown scheme; want a path, file://, http://, https://, s3://, gs:// or az:// (azblob://)", name)
 	}
-	return local, "", "", "", "", false
+	loc = location{k: viaStore, scheme: scheme, driver: d}
+	loc.bucket, loc.key, _ = strings.Cut(rest, "/")
+	return loc, true, nil
 }
 
-// parse splits a shard name into its kind and, for an object store,
-// bucket and key; for a local name, the path.
-func parse(name string) (k kind, a, b string, err error) {
-	if k, scheme, what, bucket, key, ok := splitBucket(name); ok {
-		if bucket == "" || key == "" {
-			return 0, "", "", fmt.Errorf("shards: %q: want %s%s/key", name, scheme, what)
+// parse returns where a shard name points: for an object store, its
+// bucket and key (both needed); for a local name, its path.
+func parse(name string) (location, error) {
+	if loc, ok, err := bucketURL(name); ok || err != nil {
+		if err == nil && (loc.bucket == "" || loc.key == "") {
+			err = fmt.Errorf("shards: %q: want %s://%s/key", name, loc.scheme, loc.driver.Bucket)
 		}
-		return k, bucket, key, nil
+		return loc, err
 	}
 	switch {
 	case strings.HasPrefix(name, "http://"), strings.HasPrefix(name, "https://"):
-		return viaHTTP, name, "", nil
+		return location{k: viaHTTP, path: name}, nil
 	case strings.HasPrefix(name, "file://"):
 		u, err := url.Parse(name)
 		if err != nil {
-			return 0, "", "", fmt.Errorf("shards: %q: %w", name, err)
+			return location{}, fmt.Errorf("shards: %q: %w", name, err)
 		}
-		return local, u.Path, "", nil
-	case strings.Contains(name, "://"):
-		return 0, "", "", fmt.Errorf("shards: %q: unknown scheme; want a path, file://, http://, https://, s3://, gs:// or az:// (azblob://)", name)
+		return location{k: local, path: u.Path}, nil
 	}
-	return local, name, "", nil
+	return location{k: local, path: name}, nil
 }
 
 // Open returns a reader of the shard name from its first byte. Remote
 // reads resume after transient failures (see Opener); every error names
 // the shard. A local file must be a regular file (ErrNotRegular).
 func (o *Opener) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	k, a, _, err := parse(name)
+	loc, err := parse(name)
 	if err != nil {
 		return nil, err
 	}
-	if k == local {
-		f, err := regfile.Open(a)
+	if loc.k == local {
+		f, err := regfile.Open(loc.path)
 		if err != nil {
 			return nil, err // not a nil *os.File in a non-nil io.ReadCloser
 		}
@@ -373,7 +342,7 @@ func (o *Opener) probe(ctx context.Context, name string, head []byte) (*remoteRe
 	n := 0
 	a, err := o.do(ctx, &r.retries, func() string { return "at byte 0" }, func(a *attempt) error {
 		body, info, err := r.fetch(a.ctx, 0, int64(len(head)))
-		if errors.Is(err, errEOF) { // an empty object (a 416)
+		if errors.Is(err, store.ErrPastEnd) { // an empty object (a 416)
 			n, r.total = 0, 0
 			return nil
 		}
@@ -447,22 +416,27 @@ func (o *Opener) connectRemote(ctx context.Context, name string, off, n int64, v
 // newRemote returns a reader of n bytes from off (n < 0: to the end) of
 // the remote shard name, not connected.
 func (o *Opener) newRemote(ctx context.Context, name string, off, n int64, version string, total int64) (*remoteReader, error) {
-	k, a, b, err := parse(name)
+	loc, err := parse(name)
 	if err != nil {
 		return nil, err
 	}
 	var f fetcher
-	switch k {
+	switch loc.k {
 	case local:
 		return nil, fmt.Errorf("shards: %s: not a remote shard", name)
 	case viaHTTP:
-		f = httpFetcher(o.httpClient(), a)
+		c := o.httpClient()
+		f = func(ctx context.Context, off, n int64) (io.ReadCloser, store.Info, error) {
+			return store.HTTPGet(ctx, c, loc.path, off, n)
+		}
 	default:
-		s, err := o.store(ctx, k)
+		s, err := o.store(ctx, loc)
 		if err != nil {
 			return nil, fmt.Errorf("shards: %s: %w", name, err)
 		}
-		f = s.fetcher(a, b)
+		f = func(ctx context.Context, off, n int64) (io.ReadCloser, store.Info, error) {
+			return s.Get(ctx, loc.bucket, loc.key, off, n)
+		}
 	}
 	return &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, n: n, total: total, version: version}, nil
 }
@@ -477,7 +451,7 @@ const maxReadFile = 256 << 20
 func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found bool, err error) {
 	rc, err := o.Open(ctx, name)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotFound) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, false, err
@@ -495,120 +469,53 @@ func (o *Opener) ReadFile(ctx context.Context, name string) (data []byte, found 
 
 // A fetcher starts a GET of a remote shard from byte off: the body and
 // what the response said about the object.
-type fetcher func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error)
+type fetcher func(ctx context.Context, off, n int64) (io.ReadCloser, store.Info, error)
 
-// rangeHeader is the HTTP Range of n bytes from off (n < 0: to the end),
-// "" for the whole object.
-func rangeHeader(off, n int64) string {
-	switch {
-	case n > 0:
-		return fmt.Sprintf("bytes=%d-%d", off, off+n-1)
-	case off > 0:
-		return fmt.Sprintf("bytes=%d-", off)
+// store returns the object store of loc's scheme: the Stores field's,
+// else the one its driver makes from the environment on first use
+// (once, whoever asks first; an error is kept).
+func (o *Opener) store(ctx context.Context, loc location) (store.Store, error) {
+	if s := o.Stores[loc.scheme]; s != nil {
+		return s, nil
 	}
-	return ""
-}
-
-// pastEnd reports whether a 416 (range not satisfiable) to a request of
-// n bytes from off means that off is at the object's end (errEOF): it
-// does for a range, and a request of the whole object never gets one.
-func pastEnd(off, n int64) bool { return off > 0 || n > 0 }
-
-type objectInfo struct {
-	total   int64  // the object's size; -1 when unknown
-	version string // ETag, else Last-Modified; "" when neither came
-	md5     []byte // of the whole object, when the store says it (see md5Of); or nil
-}
-
-// md5Of returns sum when it is an MD5, the whole object's checksum that a
-// store may report (S3's ETag of an object uploaded in one part, GCS's
-// x-goog-hash, Azure's Content-MD5); else nil.
-func md5Of(sum []byte) []byte {
-	if len(sum) != md5.Size {
-		return nil
-	}
-	return sum
-}
-
-// A bucketStore reads one kind of object store by bucket and key.
-type bucketStore interface {
-	// fetcher returns the fetcher of an object.
-	fetcher(bucket, key string) fetcher
-	// list returns a page of the keys right under prefix (delimiter "/")
-	// from token ("" for the first page), and the next page's token, ""
-	// after the last page. Its errors are like a fetcher's.
-	list(ctx context.Context, bucket, prefix, token string) (keys []string, next string, err error)
-}
-
-// store returns the bucketStore of kind k.
-func (o *Opener) store(ctx context.Context, k kind) (bucketStore, error) {
-	switch k {
-	case viaS3:
-		c, err := o.s3Client(ctx)
-		return s3Store{c}, err
-	case viaGCS:
-		return o.gcsStore(ctx)
-	case viaAzure:
-		c, err := o.azureClient()
-		return azureStore{c}, err
-	}
-	return nil, fmt.Errorf("not an object store")
-}
-
-// rangeTotal returns the size of an object from the response to a GET
-// from byte off: its Content-Range (as "bytes first-last/total", where
-// total "*" is unknown; last is first-1 for an empty object, as Azurite
-// says it), else, from byte 0, the body's length; -1 when
-// unknown.
-func rangeTotal(off int64, contentRange string, length int64) (int64, error) {
-	if contentRange == "" {
-		if off > 0 {
-			return 0, fmt.Errorf("range from byte %d answered with the whole object", off)
+	o.storesMu.Lock()
+	m, ok := o.stores[loc.scheme]
+	if !ok {
+		if o.stores == nil {
+			o.stores = map[string]*madeStore{}
 		}
-		return length, nil
+		m = &madeStore{done: make(chan struct{})}
+		o.stores[loc.scheme] = m
 	}
-	bad := fmt.Errorf("range from byte %d answered with Content-Range %q", off, contentRange)
-	span, size, ok := strings.Cut(contentRange, "/")
-	var first, last int64
-	// last is first-1 for an empty object (Azurite's "bytes 0--1/0")
-	if _, err := fmt.Sscanf(span, "bytes %d-%d", &first, &last); !ok || err != nil || first != off || last < first-1 {
-		return 0, bad
+	o.storesMu.Unlock()
+	if !ok {
+		h := store.HTTP{Client: o.HTTPClient, New: func(t *http.Transport) *http.Client {
+			c := o.newClient(t)
+			o.storesMu.Lock()
+			o.clients = append(o.clients, c)
+			o.storesMu.Unlock()
+			return c
+		}}
+		if h.Client == nil {
+			h.Client = o.httpClient()
+		}
+		// Made with its own context, not the caller's, which may end
+		// before another caller needs the store.
+		m.s, m.err = loc.driver.Open(context.WithoutCancel(ctx), h)
+		close(m.done)
 	}
-	if size == "*" {
-		return -1, nil
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
 	}
-	total, err := strconv.ParseInt(size, 10, 64)
-	if err != nil || total <= last {
-		return 0, bad
-	}
-	return total, nil
+	return m.s, m.err
 }
 
 var (
-	errNotFound  = errors.New("not found")
 	errIdle      = errors.New("no bytes arrived within the timeout")
 	errTruncated = errors.New("response body ended early")
 )
-
-// statusError is an HTTP status that is not a success.
-type statusError struct {
-	code int
-	msg  string
-	err  error // the client's own error, if any
-}
-
-func (e *statusError) Unwrap() error { return e.err }
-
-func (e *statusError) Error() string {
-	if e.msg != "" && e.msg != http.StatusText(e.code) {
-		return fmt.Sprintf("HTTP %d %s: %s", e.code, http.StatusText(e.code), e.msg)
-	}
-	return fmt.Sprintf("HTTP %d %s", e.code, http.StatusText(e.code))
-}
-
-func (e *statusError) Is(target error) bool {
-	return target == errNotFound && e.code == http.StatusNotFound
-}
 
 // retryable reports whether a status is worth retrying.
 func retryable(code int) bool {
@@ -625,9 +532,9 @@ func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	var se *statusError
+	var se *store.StatusError
 	if errors.As(err, &se) {
-		return retryable(se.code)
+		return retryable(se.Code)
 	}
 	var ne net.Error
 	switch {
@@ -639,7 +546,8 @@ func transient(ctx context.Context, err error) bool {
 		return true
 	}
 	var op *net.OpError
-	return errors.As(err, &op) || s3Transient(err)
+	var te *store.TransientError
+	return errors.As(err, &op) || errors.As(err, &te)
 }
 
 // NOTE: the retry policy. Every remote request is made by Opener.do, the
@@ -778,7 +686,7 @@ func (r *remoteReader) connect() error {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errEOF):
+	case errors.Is(err, store.ErrPastEnd):
 		r.total = r.off
 		return nil
 	case err != nil:
@@ -789,13 +697,13 @@ func (r *remoteReader) connect() error {
 }
 
 // check compares a response with the first one.
-func (r *remoteReader) check(info objectInfo) error {
+func (r *remoteReader) check(info store.Info) error {
 	if r.version == "" && r.total < 0 {
-		r.version, r.total, r.md5 = info.version, info.total, info.md5
+		r.version, r.total, r.md5 = info.Version, info.Size, info.MD5
 		return nil
 	}
-	if info.version != r.version || (info.total >= 0 && r.total >= 0 && info.total != r.total) {
-		return fmt.Errorf("changed while being read (version %q, %d bytes; was %q, %d bytes)", info.version, info.total, r.version, r.total)
+	if info.Version != r.version || (info.Size >= 0 && r.total >= 0 && info.Size != r.total) {
+		return fmt.Errorf("changed while being read (version %q, %d bytes; was %q, %d bytes)", info.Version, info.Size, r.version, r.total)
 	}
 	return nil
 }
@@ -888,79 +796,4 @@ func (r *remoteReader) Close() error {
 		r.err = fmt.Errorf("shards: %s: read after Close", r.name)
 	}
 	return nil
-}
-
-// errEOF is a fetch's answer to a range that starts at the object's end.
-var errEOF = errors.New("range starts at the end")
-
-// httpFetcher GETs u from a byte offset with a range request, by c.
-func httpFetcher(c *http.Client, u string) fetcher {
-	return func(ctx context.Context, off, n int64) (io.ReadCloser, objectInfo, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, objectInfo{}, err
-		}
-		// Offsets count the bytes as stored: no transparent gzip.
-		req.Header.Set("Accept-Encoding", "identity")
-		if r := rangeHeader(off, n); r != "" {
-			req.Header.Set("Range", r)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, objectInfo{}, err
-		}
-		info := objectInfo{total: -1, version: resp.Header.Get("ETag")}
-		if info.version == "" {
-			info.version = resp.Header.Get("Last-Modified")
-		}
-		// GCS (and servers like it) say the whole object's MD5, as
-		// "x-goog-hash: crc32c=...,md5=...".
-		for _, h := range strings.Split(strings.Join(resp.Header.Values("X-Goog-Hash"), ","), ",") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(h), "md5="); ok {
-				sum, _ := base64.StdEncoding.DecodeString(v)
-				info.md5 = md5Of(sum)
-			}
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			info.total = resp.ContentLength
-			if off > 0 { // the server ignored the range: skip to off
-				if n, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-					resp.Body.Close()
-					if err == io.EOF { // not a body cut short: a shorter object
-						err = fmt.Errorf("range from byte %d answered with the whole object, of %d bytes", off, n)
-					}
-					return nil, objectInfo{}, err
-				}
-			}
-			return resp.Body, info, nil
-		case http.StatusPartialContent:
-			if info.total, err = rangeTotal(off, resp.Header.Get("Content-Range"), -1); err != nil {
-				resp.Body.Close()
-				return nil, objectInfo{}, err
-			}
-			return resp.Body, info, nil
-		case http.StatusRequestedRangeNotSatisfiable:
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // read, the connection is reused
-			resp.Body.Close()
-			if pastEnd(off, n) {
-				return nil, objectInfo{}, errEOF
-			}
-		}
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		return nil, objectInfo{}, &statusError{code: resp.StatusCode, msg: errorMessage(msg)}
-	}
-}
-
-// errorMessage returns the message of an error response's body: a JSON
-// API's error.message, else the text, at most 256 bytes of it.
-func errorMessage(body []byte) string {
-	var j struct {
-		Error struct{ Message string } `json:"error"`
-	}
-	if json.Unmarshal(body, &j) == nil && j.Error.Message != "" {
-		return j.Error.Message
-	}
-	return strings.TrimSpace(string(body[:min(len(body), 256)]))
 }

@@ -42,7 +42,7 @@ func ParquetColumns(names ...string) Option {
 // ends in ".parquet" (any case).
 func isParquet(name string) bool {
 	p := name
-	if k, _, _, _ := parse(name); k == viaHTTP {
+	if loc, _ := parse(name); loc.k == viaHTTP {
 		if u, err := url.Parse(name); err == nil {
 			p = u.Path
 		}
@@ -66,10 +66,11 @@ const footerTail = 64 << 10
 // only its footer is read, by range requests, so that the File serves
 // the footer alone. The closer releases the file.
 func (o *Opener) parquetFile(ctx context.Context, name string, whole bool, max int64) (*parquet.File, io.Closer, error) {
-	k, p, _, err := parse(name)
+	loc, err := parse(name)
 	if err != nil {
 		return nil, nil, err
 	}
+	k, p := loc.k, loc.path
 	if k == local {
 		f, err := regfile.Open(p)
 		if err != nil {

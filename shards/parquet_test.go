@@ -379,7 +379,7 @@ func writeParquetShards(t testing.TB, dir string, perGroup int, counts ...int) (
 func TestParquetLoaderMatchesTars(t *testing.T) {
 	counts := []int{10, 3, 0, 7, 11}
 	_, tars := writeShards(t, t.TempDir(), counts...)
-	tarSrc, err := New(tars, testSchema, decodeTest)
+	tarSrc, err := New(context.Background(), tars, testSchema, decodeTest)
 	require.NoError(t, err)
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 6}
 	cfg := engine.Config{BatchSize: 4, Seed: 7}
@@ -391,7 +391,7 @@ func TestParquetLoaderMatchesTars(t *testing.T) {
 	_, pattern := writeParquetShards(t, srv.dir, 3, counts...)
 	remote := srv.URL + "/" + filepath.Base(pattern)
 	for _, name := range []string{pattern, remote} {
-		src, err := New(name, testSchema, decodeTest, IndexFile(""))
+		src, err := New(context.Background(), name, testSchema, decodeTest, IndexFile(""))
 		require.NoError(t, err)
 		infos, err := src.Shards(context.Background())
 		require.NoError(t, err)
@@ -424,7 +424,7 @@ func TestParquetLoaderMatchesTars(t *testing.T) {
 	assert.Equal(t, []string{"/big.parquet bytes=0-3", "/big.parquet bytes=" + strconv.FormatInt(tail, 10) + "-"}, big)
 
 	// A remote shard over MaxParquetBytes is an error naming it.
-	src, err := New(remote, testSchema, decodeTest, IndexFile(""), MaxParquetBytes(1000))
+	src, err := New(context.Background(), remote, testSchema, decodeTest, IndexFile(""), MaxParquetBytes(1000))
 	require.NoError(t, err)
 	_, _, _, err = loadAll(t, src, sc, cfg, 1)
 	assert.ErrorContains(t, err, "MaxParquetBytes")
@@ -560,7 +560,7 @@ func TestParquetThroughTheCache(t *testing.T) {
 	counts := []int{10, 3, 7}
 	srv := newFaultServer(t)
 	_, pattern := writeParquetShards(t, srv.dir, 3, counts...)
-	local, err := New(pattern, testSchema, decodeTest, IndexFile(""))
+	local, err := New(context.Background(), pattern, testSchema, decodeTest, IndexFile(""))
 	require.NoError(t, err)
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 4}
 	cfg := engine.Config{BatchSize: 4, Seed: 5, Workers: 2}
@@ -570,7 +570,7 @@ func TestParquetThroughTheCache(t *testing.T) {
 	o := &Opener{}
 	defer o.CloseIdleConnections()
 	dir := t.TempDir()
-	src, err := New(srv.URL+"/"+filepath.Base(pattern), testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(dir, 1<<30))
+	src, err := New(context.Background(), srv.URL+"/"+filepath.Base(pattern), testSchema, decodeTest, UseOpener(o), IndexFile(""), Cache(dir, 1<<30))
 	require.NoError(t, err)
 	defer src.Close()
 	d, err := engine.FromIterable(context.Background(), src, sc)
@@ -630,7 +630,7 @@ func TestRecycledRecordsThroughTheLoader(t *testing.T) {
 			if ext == "parquet" {
 				image, label = "image", "label"
 			}
-			src, err := New(filepath.Join(dir, "train-{0..3}."+ext), p.Schema(), p.Record(image, label))
+			src, err := New(context.Background(), filepath.Join(dir, "train-{0..3}."+ext), p.Schema(), p.Record(image, label))
 			require.NoError(t, err)
 			defer src.Close()
 			d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 16})

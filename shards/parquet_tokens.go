@@ -31,6 +31,11 @@ type ParquetDocsConfig struct {
 	// that is negative or above math.MaxInt32 is an error naming the
 	// file, the column, the document and the token.
 	Int64 bool
+	// Opener reads the files; nil means a zero Opener.
+	Opener *Opener
+	// MaxParquetBytes bounds a remote file, read whole into memory; 0 means
+	// DefaultMaxParquetBytes (as MaxParquetBytes does for a Source).
+	MaxParquetBytes int64
 }
 
 // ParquetDocs is a corpus of tokenized documents read from the token-list
@@ -49,28 +54,29 @@ type ParquetDocs struct {
 // Parquet file that pattern names (a brace pattern, see Expand:
 // "https://host/train-{00000..00009}-of-00010.parquet"), in order, row
 // group by row group: each row is a document, in file order. Files are
-// local paths, file://, http(s)://, s3://, gs:// or az:// URLs, read through the
-// Opener of UseOpener (a zero Opener by default); a remote file is read
-// whole into memory first, up to MaxParquetBytes. Other Options are
-// ignored. A null or empty list is an empty document (Pack leaves it
-// out); a null token is an error.
+// local paths, file://, http(s)://, or an object store's URLs (s3://,
+// gs://, az://, with the store's package imported), read through
+// cfg.Opener; a remote file is read whole into memory first, up to
+// cfg.MaxParquetBytes. A null or empty list is an empty document (Pack
+// leaves it out); a null token is an error. ParquetDocs is a
+// corpus.Documents.
 //
 // Errors name the file and the column: a file that is missing, not
 // Parquet, truncated or corrupt; a missing column (with the columns the
 // file has); a column that is not a list of integers (INT32 or INT64
 // physical type, signed or unsigned); a token out of int32's range
 // without cfg.Int64; more than cfg.MaxTokens tokens in all.
-func ParquetDocuments(ctx context.Context, pattern string, cfg ParquetDocsConfig, opts ...Option) (*ParquetDocs, error) {
+func ParquetDocuments(ctx context.Context, pattern string, cfg ParquetDocsConfig) (*ParquetDocs, error) {
 	names, err := Expand(pattern)
 	if err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := options{opener: cfg.Opener, maxParquet: cfg.MaxParquetBytes}
 	if o.opener == nil {
 		o.opener = &Opener{}
+	}
+	if cfg.MaxParquetBytes < 0 {
+		return nil, fmt.Errorf("shards: ParquetDocuments: ParquetDocsConfig.MaxParquetBytes is %d, want >= 0 (0 means %d)", cfg.MaxParquetBytes, DefaultMaxParquetBytes)
 	}
 	if cfg.Column == "" {
 		cfg.Column = "input_ids"
@@ -79,7 +85,7 @@ func ParquetDocuments(ctx context.Context, pattern string, cfg ParquetDocsConfig
 		cfg.MaxTokens = DefaultMaxParquetTokens
 	}
 	if cfg.MaxTokens < 0 {
-		return nil, fmt.Errorf("shards: ParquetDocuments: MaxTokens is %d", cfg.MaxTokens)
+		return nil, fmt.Errorf("shards: ParquetDocuments: ParquetDocsConfig.MaxTokens is %d, want >= 0 (0 means %d)", cfg.MaxTokens, DefaultMaxParquetTokens)
 	}
 	d := &ParquetDocs{off: []int64{0}, names: names}
 	for _, name := range names {

@@ -13,6 +13,9 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/require"
+	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/corpus"
+	"github.com/tensorbatch/tensorbatch/engine"
 )
 
 // tokRow32 is a row of a Hugging Face tokenized dataset: list<int32>.
@@ -72,7 +75,7 @@ func writeTok64(t *testing.T, path string, docs [][]int64, perGroup int) {
 }
 
 // requireSameDocs checks every token of every document.
-func requireSameDocs(t *testing.T, want [][]int64, got Documents) {
+func requireSameDocs(t *testing.T, want [][]int64, got corpus.Documents) {
 	t.Helper()
 	require.Equal(t, len(want), got.NumDocuments())
 	for i, w := range want {
@@ -165,7 +168,7 @@ func TestParquetDocumentsPack(t *testing.T) {
 	d, err := ParquetDocuments(context.Background(), p, ParquetDocsConfig{})
 	require.NoError(t, err)
 	const seqLen = 256
-	packed, err := Pack(d, PackConfig{SeqLen: seqLen})
+	packed, err := corpus.Pack(d, corpus.PackConfig{SeqLen: seqLen})
 	require.NoError(t, err)
 	seen := make([][]int, len(docs))
 	for i, doc := range docs {
@@ -173,12 +176,12 @@ func TestParquetDocumentsPack(t *testing.T) {
 	}
 	var total int64
 	for i := range packed.Len() {
-		s := fillPacked(t, packed, i)
+		s := packedTokens(t, packed, i)
 		at := 0
 		for _, pc := range packed.Pieces(i) {
 			for k := range pc.Len {
 				seen[pc.Document][pc.Offset+k]++
-				require.Equal(t, docs[pc.Document][pc.Offset+k], s.tokens[at+k])
+				require.Equal(t, docs[pc.Document][pc.Offset+k], s[at+k])
 			}
 			at += pc.Len
 			total += int64(pc.Len)
@@ -193,6 +196,16 @@ func TestParquetDocumentsPack(t *testing.T) {
 	require.Equal(t, d.NumTokens(), packed.NumTokens())
 }
 
+// packedTokens fills sample i of p and returns its tokens.
+func packedTokens(t *testing.T, p *corpus.PackedDataset, i int) []int64 {
+	t.Helper()
+	layout, err := engine.NewLayout(p.Schema(), 1)
+	require.NoError(t, err)
+	s := engine.NewSlot(0, 0, i, layout, make([]byte, layout.Size()), 0)
+	require.NoError(t, p.Fill(context.Background(), s))
+	return collate.As[int64](s.Tensor("tokens"))
+}
+
 func TestParquetDocumentsRemote(t *testing.T) {
 	dir := t.TempDir()
 	var all [][]int64
@@ -204,16 +217,16 @@ func TestParquetDocumentsRemote(t *testing.T) {
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	defer srv.Close()
 	o := &Opener{}
-	d, err := ParquetDocuments(context.Background(), srv.URL+"/part-{0..1}.parquet", ParquetDocsConfig{}, UseOpener(o))
+	d, err := ParquetDocuments(context.Background(), srv.URL+"/part-{0..1}.parquet", ParquetDocsConfig{Opener: o})
 	require.NoError(t, err)
 	requireSameDocs(t, all, d)
 	require.Positive(t, o.Requests())
 
-	_, err = ParquetDocuments(context.Background(), srv.URL+"/part-0.parquet", ParquetDocsConfig{}, UseOpener(o), MaxParquetBytes(100))
+	_, err = ParquetDocuments(context.Background(), srv.URL+"/part-0.parquet", ParquetDocsConfig{Opener: o, MaxParquetBytes: 100})
 	require.ErrorContains(t, err, "part-0.parquet")
 	require.ErrorContains(t, err, "MaxParquetBytes")
 
-	_, err = ParquetDocuments(context.Background(), srv.URL+"/missing.parquet", ParquetDocsConfig{}, UseOpener(o))
+	_, err = ParquetDocuments(context.Background(), srv.URL+"/missing.parquet", ParquetDocsConfig{Opener: o})
 	require.ErrorContains(t, err, "missing.parquet")
 }
 

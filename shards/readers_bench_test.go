@@ -58,7 +58,7 @@ func BenchmarkRecordReaders(b *testing.B) {
 				recycle.Release(ctx) // as vision.Pipeline.Record does
 				return nil
 			}
-			src, err := New(pattern, testSchema, decode)
+			src, err := New(context.Background(), pattern, testSchema, decode)
 			require.NoError(b, err)
 			ctx := context.Background()
 			infos, err := src.Shards(ctx)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 )
 
@@ -87,7 +86,7 @@ func TestCacheMetaNotRegular(t *testing.T) {
 			dir := t.TempDir()
 			o := fastOpener()
 			defer o.CloseIdleConnections()
-			src, err := New(pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
+			src, err := New(context.Background(), pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
 			require.NoError(t, err)
 			want, err := epoch0(src)
 			require.NoError(t, err)
@@ -101,7 +100,7 @@ func TestCacheMetaNotRegular(t *testing.T) {
 
 			var got [][]byte
 			err = soon(t, dir, func() error {
-				again, err := New(pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
+				again, err := New(context.Background(), pattern, testSchema, decodeTest, UseOpener(o), Cache(dir, 1<<30))
 				if err != nil {
 					return err
 				}
@@ -121,33 +120,8 @@ func TestCacheMetaNotRegular(t *testing.T) {
 	}
 }
 
-// Defect 6 (issue 35): a Megatron .idx that is a FIFO hung Megatron; a
-// symlink to /dev/zero ran out of memory. The .bin likewise. Each is
-// refused, naming the file and what it is.
-func TestMegatronFilesNotRegular(t *testing.T) {
-	for _, ext := range []string{".idx", ".bin"} {
-		for _, kind := range []string{"fifo", "zero"} {
-			t.Run(ext+"/"+kind, func(t *testing.T) {
-				prefix := megatronDocs(t, collate.Uint16, knownDocs())
-				what := notRegular(t, prefix+ext, kind)
-				err := soon(t, filepath.Dir(prefix), func() error {
-					d, err := Megatron(prefix, MegatronConfig{SeqLength: 4})
-					if err == nil {
-						d.Close()
-					}
-					return err
-				})
-				assert.ErrorIs(t, err, ErrNotRegular)
-				assert.ErrorContains(t, err, prefix+ext)
-				assert.ErrorContains(t, err, what)
-			})
-		}
-	}
-}
-
-// Every other file a Source or a dataset of this package reads is
-// refused the same way: a local tar or Parquet shard, a shard list, a
-// token file.
+// Every other file a Source of this package reads is refused the same
+// way: a local tar or Parquet shard, a shard list.
 func TestLocalFilesNotRegular(t *testing.T) {
 	for _, kind := range []string{"fifo", "zero"} {
 		t.Run(kind, func(t *testing.T) {
@@ -155,7 +129,6 @@ func TestLocalFilesNotRegular(t *testing.T) {
 			paths, _ := writeShards(t, dir, 3, 2)
 			pq, _ := writeParquetShards(t, t.TempDir(), 2, 3)
 			list := filepath.Join(t.TempDir(), "shardlist.json")
-			tokens, _ := writeTokens(t, 100, 2)
 			for name, open := range map[string]struct {
 				path string
 				run  func() error
@@ -189,13 +162,6 @@ func TestLocalFilesNotRegular(t *testing.T) {
 					}
 					defer src.Close()
 					_, err = epoch0(src)
-					return err
-				}},
-				"token file": {tokens, func() error {
-					d, err := Tokens(tokens, TokenConfig{Context: 4})
-					if err == nil {
-						d.Close()
-					}
 					return err
 				}},
 			} {

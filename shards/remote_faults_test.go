@@ -28,7 +28,7 @@ func TestShardListProbeRetriesCutBodies(t *testing.T) {
 
 	o := fastOpener()
 	defer o.CloseIdleConnections()
-	src, err := New(f.URL+"/train-{0000..0009}.tar", testSchema, decodeTest, UseOpener(o))
+	src, err := New(context.Background(), f.URL+"/train-{0000..0009}.tar", testSchema, decodeTest, UseOpener(o))
 	require.NoError(t, err)
 	// The first three probes lose their one byte: the body ends after
 	// the headers.

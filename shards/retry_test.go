@@ -27,6 +27,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/internal/objtest"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // A faultKind is what faultProxy does to a request.
@@ -288,7 +289,7 @@ func newRetryFixture(t *testing.T) *retryFixture {
 }
 
 // upload puts the fixture's files into the bucket "data" of srv.
-func (f *retryFixture) upload(t *testing.T, srv store) {
+func (f *retryFixture) upload(t *testing.T, srv emulator) {
 	require.NoError(t, srv.CreateBucket("data"))
 	for _, key := range append(slices.Clone(f.shardList), "pq/train-0000.parquet") {
 		data, err := os.ReadFile(filepath.Join(f.dir, key))
@@ -322,8 +323,8 @@ func TestRetryPolicy(t *testing.T) {
 			return errors.Is(err, errTruncated) || errors.Is(err, io.ErrUnexpectedEOF)
 		}},
 		{"503", status503, func(err error) bool {
-			var se *statusError
-			return errors.As(err, &se) && se.code == http.StatusServiceUnavailable
+			var se *store.StatusError
+			return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
 		}},
 		{"stall", stall, func(err error) bool { return errors.Is(err, errIdle) }},
 	}
@@ -491,7 +492,7 @@ func TestRetryPolicy(t *testing.T) {
 
 // proxied uploads the fixture to the store srv, puts a faultProxy in
 // front of it and points the test's clients at the proxy.
-func proxied(t *testing.T, fx *retryFixture, srv store, base string) (*faultProxy, string) {
+func proxied(t *testing.T, fx *retryFixture, srv emulator, base string) (*faultProxy, string) {
 	srv.Setenv(t)
 	fx.upload(t, srv)
 	p := newStoreProxy(t, srv.Addr())

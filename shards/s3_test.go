@@ -49,7 +49,7 @@ func TestS3ErrorsNameTheShard(t *testing.T) {
 	defer bad.CloseIdleConnections()
 	_, err = bad.Open(ctx, "s3://data/train-0000.tar")
 	assert.ErrorContains(t, err, "shards: s3://data/train-0000.tar: HTTP 403 Forbidden: SignatureDoesNotMatch")
-	src, err := New("s3://data/train-0000.tar", testSchema, decodeTest, UseOpener(bad))
+	src, err := New(context.Background(), "s3://data/train-0000.tar", testSchema, decodeTest, UseOpener(bad))
 	require.NoError(t, err)
 	_, err = engine.FromIterable(ctx, src, engine.IterableConfig{})
 	assert.ErrorContains(t, err, "s3://data/train-0000.tar: HTTP 403 Forbidden")
@@ -97,7 +97,7 @@ func TestS3KillAndRestart(t *testing.T) {
 	srv := s3Bucket(t, "data", append(paths, index)...)
 	sc := engine.IterableConfig{ReadAheadBytes: 32 << 10}
 	cfg := engine.Config{BatchSize: 10, Workers: 2, WorldSize: 1, Backend: "cpu"}
-	local, err := New(pattern, testSchema, decodeTest)
+	local, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	want, wantData, _, err := loadAll(t, local, sc, cfg, 0)
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestS3KillAndRestart(t *testing.T) {
 				if cached {
 					opts = append(opts, Cache(t.TempDir(), 1<<30), CacheReadAhead(0))
 				}
-				remote, err := New("s3://data/train-{0000..0002}.tar", testSchema, decodeTest, opts...)
+				remote, err := New(context.Background(), "s3://data/train-{0000..0002}.tar", testSchema, decodeTest, opts...)
 				require.NoError(t, err)
 				defer remote.Close()
 				d, err := engine.FromIterable(context.Background(), remote, sc)

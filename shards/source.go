@@ -24,6 +24,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/internal/recycle"
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
@@ -101,8 +102,8 @@ func MaxMemberBytes(n int64) Option { return func(o *options) { o.maxMember = n 
 // counts, and an error naming that URL where there is none; "/data/train/"
 // lists the local folder as S3 does. A folder with no shard is an error
 // naming it. Listing uses the Opener (see UseOpener) and happens here,
-// once.
-func New(pattern string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
+// once, under ctx.
+func New(ctx context.Context, pattern string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
 	expanded, err := Expand(pattern)
 	if err != nil {
 		return nil, err
@@ -122,11 +123,11 @@ func New(pattern string, schema collate.Schema, decode DecodeFunc, opts ...Optio
 			o.opener = &Opener{}
 			opts = append([]Option{UseOpener(o.opener)}, opts...)
 		}
-		listed, err := List(context.Background(), o.opener, name)
+		listed, err := List(ctx, o.opener, name)
 		if err != nil {
 			return nil, err
 		}
-		if k, _, _, _ := parse(name); k == viaHTTP {
+		if loc, _ := parse(name); loc.k == viaHTTP {
 			httpIndex = append(httpIndex, name+"shardlist.json")
 		}
 		names = append(names, listed...)
@@ -159,7 +160,7 @@ func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ..
 	}
 	s.pos = make(map[string]int, len(names))
 	for i, n := range names {
-		if _, _, _, err := parse(n); err != nil {
+		if _, err := parse(n); err != nil {
 			return nil, err
 		}
 		if _, dup := s.pos[n]; !dup {
@@ -229,8 +230,8 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	}
 	if index != "" {
 		data, found, err := s.o.opener.ReadFile(ctx, index)
-		var se *statusError
-		if !required && errors.As(err, &se) && se.code == http.StatusForbidden {
+		var se *store.StatusError
+		if !required && errors.As(err, &se) && se.Code == http.StatusForbidden {
 			// S3 answers 403 for a missing key to those who may not list
 			// the bucket: the shards' own reads will say if it is more.
 			data, found, err = nil, false, nil
@@ -473,10 +474,11 @@ func checkSize(name string, listed int, index string, size int64) error {
 
 // size returns the bytes of shard name; -1 when the server does not say.
 func (o *Opener) size(ctx context.Context, name string) (int64, error) {
-	k, path, _, err := parse(name)
+	loc, err := parse(name)
 	if err != nil {
 		return 0, err
 	}
+	k, path := loc.k, loc.path
 	if k == local {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -638,10 +640,11 @@ func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, 
 	if isParquet(name) {
 		return o.parquetCount(ctx, name, nil)
 	}
-	k, path, _, err := parse(name)
+	loc, err := parse(name)
 	if err != nil {
 		return 0, err
 	}
+	k, path := loc.k, loc.path
 	var t *TarReader
 	if k == local {
 		f, err := regfile.Open(path)
@@ -661,8 +664,8 @@ func (o *Opener) count(ctx context.Context, name string, maxMember int64) (int, 
 }
 
 func remote(name string) bool {
-	k, _, _, _ := parse(name)
-	return k != local
+	loc, err := parse(name)
+	return err == nil && loc.k != local
 }
 
 // dir returns name up to and including its last slash ("" for none).
@@ -715,8 +718,8 @@ func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, 
 				return err
 			}
 			e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
-			if k, path, _, _ := parse(name); k == local {
-				if fi, err := os.Stat(path); err == nil {
+			if loc, _ := parse(name); loc.k == local {
+				if fi, err := os.Stat(loc.path); err == nil {
 					e.Bytes = fi.Size()
 				}
 			}

@@ -59,7 +59,7 @@ func flat(ids [][]int) []int {
 func TestSourceLocalEpochVisitsEverySampleOnce(t *testing.T) {
 	dir := t.TempDir()
 	_, pattern := writeShards(t, dir, 10, 3, 0, 7)
-	src, err := New(pattern, testSchema, decodeTest)
+	src, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	infos, err := src.Shards(context.Background())
 	require.NoError(t, err)
@@ -93,7 +93,7 @@ func seq(n int) []int {
 func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	f := newFaultServer(t)
 	_, pattern := writeShards(t, f.dir, 40, 25, 33)
-	local, err := New(pattern, testSchema, decodeTest)
+	local, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 16, ReadAheadBytes: 64 << 10}
 	cfg := engine.Config{BatchSize: 8, Seed: 3, Workers: 2}
@@ -103,7 +103,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	o := fastOpener()
 	o.Timeout = time.Second
 	defer o.CloseIdleConnections()
-	remote, err := New(f.URL+"/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o))
+	remote, err := New(context.Background(), f.URL+"/train-{0000..0002}.tar", testSchema, decodeTest, UseOpener(o))
 	require.NoError(t, err)
 	// No shardlist.json: counted by scanning, under faults too.
 	f.inject(func(f *faultServer) { f.fail, f.cuts = 1, []int64{5000} })
@@ -139,7 +139,7 @@ func TestSourceShardList(t *testing.T) {
 
 	o := fastOpener()
 	defer o.CloseIdleConnections()
-	remote, err := New(f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
+	remote, err := New(context.Background(), f.URL+"/train-{0000..0001}.tar", testSchema, decodeTest, UseOpener(o))
 	require.NoError(t, err)
 	infos, err := remote.Shards(context.Background())
 	require.NoError(t, err)
@@ -149,12 +149,12 @@ func TestSourceShardList(t *testing.T) {
 	assert.Equal(t, "/shardlist.json ", reqs[0])
 
 	// Locally, a list is read only when named.
-	local, err := New(pattern, testSchema, decodeTest)
+	local, err := New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	infos, err = local.Shards(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 6, infos[1].Samples)
-	local, err = New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "shardlist.json")))
+	local, err = New(context.Background(), pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "shardlist.json")))
 	require.NoError(t, err)
 	infos, err = local.Shards(context.Background())
 	require.NoError(t, err)
@@ -164,12 +164,12 @@ func TestSourceShardList(t *testing.T) {
 	require.Error(t, err, "...which comes with the error of the record past it")
 	assert.Contains(t, err.Error(), paths[1]+": more records than the 4 it is listed with")
 
-	missing, err := New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "nope.json")))
+	missing, err := New(context.Background(), pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "nope.json")))
 	require.NoError(t, err)
 	_, err = missing.Shards(context.Background())
 	assert.ErrorContains(t, err, "nope.json: not found")
 	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "bad.json"), []byte("{"), 0o644))
-	bad, err := New(pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "bad.json")))
+	bad, err := New(context.Background(), pattern, testSchema, decodeTest, IndexFile(filepath.Join(f.dir, "bad.json")))
 	require.NoError(t, err)
 	_, err = bad.Shards(context.Background())
 	assert.ErrorContains(t, err, "bad.json: unexpected end of JSON input")
@@ -184,22 +184,22 @@ func fileSize(t *testing.T, p string) int64 {
 func TestSourceErrors(t *testing.T) {
 	dir := t.TempDir()
 	paths, pattern := writeShards(t, dir, 4, 4)
-	_, err := New("a{", testSchema, decodeTest)
+	_, err := New(context.Background(), "a{", testSchema, decodeTest)
 	assert.ErrorContains(t, err, "unmatched {")
-	_, err = New(pattern, testSchema, nil)
+	_, err = New(context.Background(), pattern, testSchema, nil)
 	assert.ErrorContains(t, err, "nil DecodeFunc")
-	_, err = New("gopher://x/{a,b}", testSchema, decodeTest)
+	_, err = New(context.Background(), "gopher://x/{a,b}", testSchema, decodeTest)
 	assert.ErrorContains(t, err, "unknown scheme")
 
 	// A missing shard fails the listing, naming it.
-	src, err := New(filepath.Join(dir, "train-{0000..0002}.tar"), testSchema, decodeTest)
+	src, err := New(context.Background(), filepath.Join(dir, "train-{0000..0002}.tar"), testSchema, decodeTest)
 	require.NoError(t, err)
 	_, err = engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 	assert.ErrorContains(t, err, "train-0002.tar: no such file or directory")
 
 	// A shard truncated after it was counted fails the epoch naming the
 	// shard and member, after the batches before it.
-	src, err = New(pattern, testSchema, decodeTest)
+	src, err = New(context.Background(), pattern, testSchema, decodeTest)
 	require.NoError(t, err)
 	d, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 	require.NoError(t, err)
@@ -218,7 +218,7 @@ func TestSourceErrors(t *testing.T) {
 	// A decode error names the shard and key.
 	noCls := filepath.Join(dir, "nocls.tar")
 	require.NoError(t, os.WriteFile(noCls, tarBytes(t, tarMember{name: "k1.bin", data: []byte("x")}), 0o644))
-	src, err = New(noCls, testSchema, decodeTest)
+	src, err = New(context.Background(), noCls, testSchema, decodeTest)
 	require.NoError(t, err)
 	_, _, _, err = loadAll(t, src, engine.IterableConfig{}, engine.Config{}, 0)
 	require.Error(t, err)

@@ -69,7 +69,7 @@ func ExamplePipeline_Record() {
 		return
 	}
 	defer p.Close()
-	src, err := shards.New(filepath.Join(dir, "train-{0000..0000}.tar"), p.Schema(), p.Record("jpg", "cls"))
+	src, err := shards.New(context.Background(), filepath.Join(dir, "train-{0000..0000}.tar"), p.Schema(), p.Record("jpg", "cls"))
 	if err != nil {
 		fmt.Println(err)
 		return

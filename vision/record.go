@@ -28,7 +28,7 @@ var recordLabelExts = []string{"cls", "label", "json"}
 // package does not import shards) that decodes a WebDataset record into
 // a slot of the Pipeline's Schema:
 //
-//	src, err := shards.New("train-{0000..0999}.tar", p.Schema(), p.Record("jpg", "cls"))
+//	src, err := shards.New(ctx, "train-{0000..0999}.tar", p.Schema(), p.Record("jpg", "cls"))
 //
 // The image comes from the member image names, or, where the record has
 // none, from the first of jpg, jpeg, png, webp, bmp, tif, tiff, ppm, pgm,

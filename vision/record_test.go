@@ -84,7 +84,7 @@ func TestRecordMatchesImageFolder(t *testing.T) {
 		}
 		p, err := vision.NewPipeline(tr)
 		require.NoError(t, err)
-		src, err := shards.New(shard, p.Schema(), p.Record("jpg", "cls"))
+		src, err := shards.New(context.Background(), shard, p.Schema(), p.Record("jpg", "cls"))
 		require.NoError(t, err)
 		stream, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 		require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestRecordErrorsThroughTheLoader(t *testing.T) {
 	} {
 		shard := filepath.Join(t.TempDir(), fmt.Sprintf("bad-%d.tar", i))
 		writeTar(t, shard, append([]member{{"a.jpg", jpg}, {"a.cls", []byte("0")}}, tc.bad...))
-		src, err := shards.New(shard, p.Schema(), p.Record("jpg", "cls"))
+		src, err := shards.New(context.Background(), shard, p.Schema(), p.Record("jpg", "cls"))
 		require.NoError(t, err)
 		stream, err := engine.FromIterable(context.Background(), src, engine.IterableConfig{})
 		require.NoError(t, err)

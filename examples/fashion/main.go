@@ -91,7 +91,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 		return result{}, err
 	}
 	// The math runs on the host: the cpu backend (no device copy).
-	l, err := engine.New(tr.Dataset(datasets.Options{Flat: true, Flip: true}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1, Workers: o.workers, Backend: "cpu"})
+	l, err := engine.New(tr.Dataset(datasets.Config{Flat: true, Flip: true}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1, Workers: o.workers, Backend: "cpu"})
 	if err != nil {
 		return result{}, err
 	}
@@ -256,7 +256,7 @@ func (m *mlp) step(x blas32.General, y []int64, lr float32) float64 {
 // accuracy is the fraction of set's images whose largest logit is their
 // class, fed by a loader in order.
 func (m *mlp) accuracy(ctx context.Context, set *datasets.Images, workers int) (float64, error) {
-	l, err := engine.New(set.Dataset(datasets.Options{Flat: true}), engine.Config{BatchSize: 1000, Workers: workers, Backend: "cpu"})
+	l, err := engine.New(set.Dataset(datasets.Config{Flat: true}), engine.Config{BatchSize: 1000, Workers: workers, Backend: "cpu"})
 	if err != nil {
 		return 0, err
 	}

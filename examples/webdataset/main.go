@@ -3,7 +3,8 @@
 // class, noise and shapes over it) to a folder, streams them back through
 // shards.New with a vision.Pipeline's Record, and fits a softmax
 // regression on the normalized pixels, in plain Go. The same code reads
-// shards from https:// or s3:// URLs: only the pattern changes.
+// shards from https:// or s3:// URLs: only the pattern changes, and the
+// s3:// store is linked by importing its package, as below.
 //
 //	go run ./examples/webdataset -epochs 5
 package main
@@ -27,6 +28,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/shards"
+	_ "github.com/tensorbatch/tensorbatch/shards/s3" // s3:// URLs
 	"github.com/tensorbatch/tensorbatch/vision"
 )
 
@@ -162,7 +164,7 @@ func train(ctx context.Context, o options, out io.Writer) (result, error) {
 // loader streams the shards of pattern through p: the .jpg or .png member
 // is the image, .cls or .json the label.
 func loader(ctx context.Context, p *vision.Pipeline, pattern string, o options, ic engine.IterableConfig) (*engine.Loader, error) {
-	src, err := shards.New(pattern, p.Schema(), p.Record("jpg", "cls"))
+	src, err := shards.New(ctx, pattern, p.Schema(), p.Record("jpg", "cls"))
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func runRank(dir string, rank, worldSize int) (result, error) {
 // stream returns the job's stream of shards, read through a shuffle
 // buffer of buffer records.
 func stream(dir string, buffer int) (*engine.IterableDataset, error) {
-	src, err := shards.New(filepath.Join(dir, "shards", fmt.Sprintf("train-{0000..%04d}.tar", len(shardCounts)-1)), idSchema,
+	src, err := shards.New(context.Background(), filepath.Join(dir, "shards", fmt.Sprintf("train-{0000..%04d}.tar", len(shardCounts)-1)), idSchema,
 		func(_ context.Context, rec engine.Record, s *engine.Slot) error {
 			id, err := shards.Int(rec, "cls")
 			if err != nil {

@@ -41,7 +41,7 @@ type feed struct {
 // way to feed data that is not all in memory).
 var feeds = []feed{
 	{"tensorbatch", func(b *testing.B, backend backends.Backend, set *tbsets.Images) train.Dataset {
-		ds, l, err := loader(context.Background(), backend, set.Dataset(tbsets.Options{Flat: true}), engine.Config{BatchSize: benchBatch,
+		ds, l, err := loader(context.Background(), backend, set.Dataset(tbsets.Config{Flat: true}), engine.Config{BatchSize: benchBatch,
 			Shuffle: true, Seed: 1, DropLast: true, Workers: 2, Backend: "cpu"}, "tensorbatch", true)
 		require.NoError(b, err)
 		b.Cleanup(func() { ds.Close(); l.Close() })

@@ -152,14 +152,14 @@ func trainMLP(ctx context.Context, o options, out io.Writer) (result, error) {
 	// Training batches: shuffled, random flips, one shape (drop last). The
 	// GoMLX step runs on the host: tensorbatch's cpu backend (no device copy
 	// that nothing would read).
-	trainDS, trainL, err := loader(ctx, backend, tr.Dataset(tbsets.Options{Flat: true, Flip: o.flip}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1,
+	trainDS, trainL, err := loader(ctx, backend, tr.Dataset(tbsets.Config{Flat: true, Flip: o.flip}), engine.Config{BatchSize: o.batch, Shuffle: true, Seed: 1,
 		DropLast: true, Workers: o.workers, Backend: "cpu"}, "train", o.steps > 0)
 	if err != nil {
 		return result{}, err
 	}
 	defer trainL.Close()
 	defer trainDS.Close()
-	testDS, testL, err := loader(ctx, backend, te.Dataset(tbsets.Options{Flat: true}), engine.Config{BatchSize: min(1000, te.Len()), Workers: o.workers, Backend: "cpu"}, "test", false)
+	testDS, testL, err := loader(ctx, backend, te.Dataset(tbsets.Config{Flat: true}), engine.Config{BatchSize: min(1000, te.Len()), Workers: o.workers, Backend: "cpu"}, "test", false)
 	if err != nil {
 		return result{}, err
 	}

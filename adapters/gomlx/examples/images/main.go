@@ -216,7 +216,7 @@ func newTrainer(backend backends.Backend, classes int, lr float64) (*train.Train
 // decoded by p: shards visited in a shuffled order, records through a
 // shuffle buffer, full batches only (one shape, one graph).
 func newLoader(ctx context.Context, p *vision.Pipeline, pattern string, batch, workers int) (*engine.Loader, error) {
-	src, err := shards.New(pattern, p.Schema(), p.Record("jpg", "cls"))
+	src, err := shards.New(context.Background(), pattern, p.Schema(), p.Record("jpg", "cls"))
 	if err != nil {
 		return nil, err
 	}

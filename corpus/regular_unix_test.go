@@ -1,0 +1,103 @@
+//go:build unix
+
+package corpus
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/tensorbatch/tensorbatch/collate"
+)
+
+// notRegular replaces the file at path by one of another kind: "fifo", a
+// named pipe, or "zero", a symlink to /dev/zero. It returns what the
+// error is to say.
+func notRegular(t *testing.T, path, kind string) string {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(path))
+	switch kind {
+	case "fifo":
+		require.NoError(t, unix.Mkfifo(path, 0o644))
+		return "a named pipe (FIFO)"
+	case "zero":
+		require.NoError(t, os.Symlink("/dev/zero", path))
+		return "a character device"
+	}
+	t.Fatalf("unknown kind %q", kind)
+	return ""
+}
+
+// soon returns what fn returns, failing the test where it blocks for 10
+// s: it then opens each FIFO under dir for writing and closes it, which
+// lets a reader blocked on one go on.
+func soon(t *testing.T, dir string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Errorf("blocks on a FIFO")
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type()&os.ModeNamedPipe != 0 {
+					if w, err := os.OpenFile(p, os.O_RDWR, 0); err == nil { // O_RDWR: opens without a reader
+						w.Close()
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// Defect 6 (issue 35): a Megatron .idx that is a FIFO hung Megatron; a
+// symlink to /dev/zero ran out of memory. The .bin likewise. Each is
+// refused, naming the file and what it is.
+func TestMegatronFilesNotRegular(t *testing.T) {
+	for _, ext := range []string{".idx", ".bin"} {
+		for _, kind := range []string{"fifo", "zero"} {
+			t.Run(ext+"/"+kind, func(t *testing.T) {
+				prefix := megatronDocs(t, collate.Uint16, knownDocs())
+				what := notRegular(t, prefix+ext, kind)
+				err := soon(t, filepath.Dir(prefix), func() error {
+					d, err := Megatron(prefix, MegatronConfig{SeqLength: 4})
+					if err == nil {
+						d.Close()
+					}
+					return err
+				})
+				assert.ErrorIs(t, err, ErrNotRegular)
+				assert.ErrorContains(t, err, prefix+ext)
+				assert.ErrorContains(t, err, what)
+			})
+		}
+	}
+}
+
+// A token file is refused the same way.
+func TestTokenFileNotRegular(t *testing.T) {
+	for _, kind := range []string{"fifo", "zero"} {
+		t.Run(kind, func(t *testing.T) {
+			tokens, _ := writeTokens(t, 100, 2)
+			what := notRegular(t, tokens, kind)
+			err := soon(t, filepath.Dir(tokens), func() error {
+				d, err := Tokens(tokens, TokenConfig{Context: 4})
+				if err == nil {
+					d.Close()
+				}
+				return err
+			})
+			assert.ErrorIs(t, err, ErrNotRegular)
+			assert.ErrorContains(t, err, tokens)
+			assert.ErrorContains(t, err, what)
+		})
+	}
+}
