@@ -18,6 +18,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/shards"
 	"github.com/tensorbatch/tensorbatch/vision"
@@ -332,7 +333,7 @@ func (set *s3Set) sourcePass(src *shards.Source) func(ctx context.Context, i int
 			if err != nil {
 				return err
 			}
-			if err := src.Decode(ctx, rec, engine.NewSlot(1, e, i*set.records+k, layout, buf, 0)); err != nil {
+			if err := src.Decode(ctx, rec, enginetest.NewSlot(1, e, i*set.records+k, layout, buf, 0)); err != nil {
 				return err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/classic"
 )
 
@@ -113,7 +114,7 @@ func plainRate(o *options) float64 {
 	}
 	buf := make([]byte, layout.Size())
 	one := func(i int) {
-		if err := o.fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0)); err != nil {
+		if err := o.fill(context.Background(), enginetest.NewSlot(0, 0, i, layout, buf, 0)); err != nil {
 			panic(err)
 		}
 	}

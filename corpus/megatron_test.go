@@ -23,6 +23,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // megatronPython is the peer's interpreter: Debian's, with numpy.
@@ -481,7 +482,7 @@ func TestMegatronFillBatchMatchesFill(t *testing.T) {
 	require.NoError(t, err)
 	buf := make([]byte, layout.Size())
 	for index, want := range rows {
-		require.NoError(t, d.Fill(context.Background(), engine.NewSlot(0, 1, index, layout, buf, 0)))
+		require.NoError(t, d.Fill(context.Background(), enginetest.NewSlot(0, 1, index, layout, buf, 0)))
 		got := make([]int64, 9)
 		for j, v := range collate.As[int32](layout.Sample(buf, 0, 0)) {
 			got[j] = int64(v)
@@ -490,7 +491,7 @@ func TestMegatronFillBatchMatchesFill(t *testing.T) {
 	}
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close())
-	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 1, 0, layout, buf, 0)), "closed")
+	assert.ErrorContains(t, d.Fill(context.Background(), enginetest.NewSlot(0, 1, 0, layout, buf, 0)), "closed")
 }
 
 // An int64 token that Out Int32 cannot hold is an error naming the
@@ -750,7 +751,7 @@ func TestMegatronBinCutWhileMapped(t *testing.T) {
 		require.NoError(t, err)
 		buf := make([]byte, layout.Size())
 		for _, i := range []int{0, 7, d.Len() / 2, d.Len() - 1} {
-			err := d.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0))
+			err := d.Fill(context.Background(), enginetest.NewSlot(0, 0, i, layout, buf, 0))
 			if d.extent(o, i) <= size {
 				assert.NoError(t, err, "index %d", i)
 				continue

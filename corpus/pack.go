@@ -172,7 +172,7 @@ type PackedDataset struct {
 	drop   int     // documents dropped
 	schema collate.Schema
 	// filled counts the Fills: sequences, their tokens and slots
-	// (PackingStats).
+	// (Report).
 	filled struct{ samples, tokens, slots atomic.Int64 }
 }
 
@@ -371,8 +371,8 @@ func (p *PackedDataset) Schema() collate.Schema { return p.schema }
 
 // Efficiency returns the share of the sequences' token slots that hold
 // documents' tokens (EODs included) rather than padding: tokens ÷
-// (Len × SeqLen), over all the sequences. A loader's Stats.Packing
-// counts the same over the sequences filled (PackingStats).
+// (Len × SeqLen), over all the sequences. A loader's Stats.Dataset
+// counts the same over the sequences filled (Report).
 func (p *PackedDataset) Efficiency() float64 {
 	if p.Len() == 0 {
 		return 0
@@ -380,12 +380,13 @@ func (p *PackedDataset) Efficiency() float64 {
 	return float64(p.real) / (float64(p.Len()) * float64(p.cfg.SeqLen))
 }
 
-// PackingStats returns the counts of the sequences filled so far, by
-// every loader, their tokens (EODs included) and their token slots
-// (SeqLen each), for engine.Stats.Packing: after one epoch of one loader,
-// its Efficiency is the dataset's.
-func (p *PackedDataset) PackingStats() engine.PackingStats {
-	return engine.PackingStats{Samples: p.filled.samples.Load(), Tokens: p.filled.tokens.Load(), Slots: p.filled.slots.Load()}
+// Report returns the counts of the sequences filled so far, by every
+// loader, for a loader's Stats.Dataset (engine.Reporter):
+// packed_samples, the sequences; packed_tokens, their tokens (EODs
+// included); packed_slots, their token slots (SeqLen each). After one
+// epoch of one loader, packed_tokens ÷ packed_slots is Efficiency.
+func (p *PackedDataset) Report() map[string]int64 {
+	return map[string]int64{"packed_samples": p.filled.samples.Load(), "packed_tokens": p.filled.tokens.Load(), "packed_slots": p.filled.slots.Load()}
 }
 
 // NumTokens returns the tokens packed, EODs included.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // zipfDocs returns n documents with Zipf-like lengths from 1 to maxLen;
@@ -49,7 +50,7 @@ func fillPacked(t *testing.T, p *PackedDataset, i int) packedSample {
 	for k := range buf {
 		buf[k] = 0xA5 // every byte must be written
 	}
-	s := engine.NewSlot(0, 0, i, layout, buf, 0)
+	s := enginetest.NewSlot(0, 0, i, layout, buf, 0)
 	require.NoError(t, p.Fill(context.Background(), s))
 	return packedSample{
 		tokens:  append([]int64(nil), collate.As[int64](s.Tensor("tokens"))...),
@@ -217,7 +218,7 @@ func TestPackDeterministic(t *testing.T) {
 				layout, err := collate.NewLayout(p.Schema(), 1)
 				require.NoError(t, err)
 				buf := make([]byte, layout.Size())
-				s := engine.NewSlot(0, 0, i, layout, buf, 0)
+				s := enginetest.NewSlot(0, 0, i, layout, buf, 0)
 				require.NoError(t, p.Fill(context.Background(), s))
 				want = append(want, s.TensorAt(f).Bytes()...)
 			}
@@ -381,7 +382,7 @@ func TestPackMegatronCut(t *testing.T) {
 	assert.ErrorContains(t, err, "corpus.bin")
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
-	err = p.Fill(context.Background(), engine.NewSlot(0, 0, p.Len()-1, layout, make([]byte, layout.Size()), 0))
+	err = p.Fill(context.Background(), enginetest.NewSlot(0, 0, p.Len()-1, layout, make([]byte, layout.Size()), 0))
 	assert.ErrorContains(t, err, "shards: Pack: sequence")
 }
 
@@ -428,11 +429,11 @@ func TestPackStats(t *testing.T) {
 		for _, err := range l.Epoch(context.Background(), 0) {
 			require.NoError(t, err)
 		}
-		st := l.Stats().Packing
+		st := l.Stats().Dataset
 		require.NoError(t, l.Close())
-		assert.Equal(t, engine.PackingStats{Samples: int64(p.Len()), Tokens: p.NumTokens(), Slots: int64(p.Len()) * 256}, st, "workers %d", workers)
-		assert.Equal(t, p.Efficiency(), st.Efficiency(), "workers %d", workers)
-		assert.Greater(t, st.Efficiency(), 0.5)
-		assert.Contains(t, l.Stats().String(), fmt.Sprintf("; packing %.1f%%", 100*p.Efficiency()))
+		assert.Equal(t, map[string]int64{"packed_samples": int64(p.Len()), "packed_tokens": p.NumTokens(), "packed_slots": int64(p.Len()) * 256}, st, "workers %d", workers)
+		assert.Equal(t, p.Efficiency(), float64(st["packed_tokens"])/float64(st["packed_slots"]), "workers %d", workers)
+		assert.Greater(t, p.Efficiency(), 0.5)
+		assert.Contains(t, l.Stats().String(), fmt.Sprintf("packed_slots %d", p.Len()*256))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // TestTokensFileCutWhileMapped: a token file truncated, or rewritten
@@ -72,7 +73,7 @@ func TestTokensFileCutWhileMapped(t *testing.T) {
 					if i < 0 {
 						continue
 					}
-					err := d.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, buf, 0))
+					err := d.Fill(context.Background(), enginetest.NewSlot(0, 0, i, layout, buf, 0))
 					if i < firstBad {
 						assert.NoError(t, err, "sequence %d", i)
 						continue
@@ -135,7 +136,7 @@ func TestMegatronCutInsidePage(t *testing.T) {
 			got, exp := make([]byte, layout.Size()), make([]byte, layout.Size())
 			firstBad := -1
 			for i := range d.Len() {
-				err := d.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, got, 0))
+				err := d.Fill(context.Background(), enginetest.NewSlot(0, 0, i, layout, got, 0))
 				if d.extent(o, i) > size {
 					require.Error(t, err, "sample %d", i)
 					assert.Contains(t, err.Error(), "cut short or rewritten while mapped")
@@ -145,7 +146,7 @@ func TestMegatronCutInsidePage(t *testing.T) {
 					continue
 				}
 				require.NoError(t, err, "sample %d", i)
-				require.NoError(t, want.Fill(context.Background(), engine.NewSlot(0, 0, i, layout, exp, 0)))
+				require.NoError(t, want.Fill(context.Background(), enginetest.NewSlot(0, 0, i, layout, exp, 0)))
 				require.Equal(t, exp, got, "sample %d", i)
 			}
 			require.GreaterOrEqual(t, firstBad, 0)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/pinned"
 )
 
@@ -171,7 +172,7 @@ func TestTokensErrors(t *testing.T) {
 	require.NoError(t, d.Close())
 	layout, err := collate.NewLayout(d.Schema(), 1)
 	require.NoError(t, err)
-	s := engine.NewSlot(0, 0, 0, layout, make([]byte, layout.Size()), 0)
+	s := enginetest.NewSlot(0, 0, 0, layout, make([]byte, layout.Size()), 0)
 	assert.ErrorContains(t, d.Fill(context.Background(), s), "closed")
 }
 
@@ -187,7 +188,7 @@ func TestTokensFillBatchMatchesFill(t *testing.T) {
 		require.NoError(t, err)
 		buf := make([]byte, layout.Size())
 		for k, index := range idx {
-			require.NoError(t, d.Fill(context.Background(), engine.NewSlot(3, 2, index, layout, buf, 0)))
+			require.NoError(t, d.Fill(context.Background(), enginetest.NewSlot(3, 2, index, layout, buf, 0)))
 			want := make([]uint32, 65)
 			for j, v := range collate.As[int64](layout.Sample(buf, 0, 0)) {
 				want[j] = uint32(v)

@@ -42,11 +42,6 @@ type access interface {
 	// last step of starting an epoch and cannot fail. The epochReader
 	// reaches Fill through Slot.reader.
 	begin(cfg Config, sh RankInfo, epoch int, batches batchList) epochReader
-	// readRetries counts the reads the dataset retried, for
-	// Stats.ReadRetries.
-	readRetries() int64
-	// storageStats are its storage and cache counts, for Stats.Storage.
-	storageStats() StorageStats
 }
 
 // epochReader is what access.begin started for one epoch of one loader.
@@ -126,10 +121,6 @@ func (mapAccess) units(cfg Config, _ RankInfo, epoch, n int) int {
 }
 
 func (mapAccess) begin(Config, RankInfo, int, batchList) epochReader { return noReader{} }
-
-func (mapAccess) readRetries() int64 { return 0 }
-
-func (mapAccess) storageStats() StorageStats { return StorageStats{} }
 
 // noReader is the epochReader of an access with nothing to run beside the
 // workers.

@@ -47,9 +47,9 @@ func (d *reversedAccess) begin(Config, RankInfo, int, batchList) epochReader {
 
 var _ access = (*reversedAccess)(nil) // a compile error, not a silent mapAccess, when the interface grows
 
-func (d *reversedAccess) readRetries() int64 { return 7 }
-
-func (d *reversedAccess) storageStats() StorageStats { return StorageStats{Requests: 3} }
+func (d *reversedAccess) Report() map[string]int64 {
+	return map[string]int64{"read_retries": 7, "requests": 3}
+}
 
 func (d *reversedAccess) Fill(ctx context.Context, s *Slot) error {
 	if r, ok := s.reader.(reversedReader); ok && r.d == d {
@@ -105,8 +105,7 @@ func TestLoaderCallsAnySourceThroughTheInterface(t *testing.T) {
 		assert.Equal(t, int32(1), d.waits.Load())
 		assert.Equal(t, int32(1), d.ends.Load())
 		assert.Equal(t, int32(10), d.filled.Load(), "every Fill sees the epoch's reader")
-		assert.Equal(t, int64(7), l.Stats().ReadRetries)
-		assert.Equal(t, StorageStats{Requests: 3}, l.Stats().Storage)
+		assert.Equal(t, map[string]int64{"read_retries": 7, "requests": 3}, l.Stats().Dataset)
 		assert.Equal(t, 3, l.Len())
 
 		st := l.State()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/classic"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkClassicPlainLoop(b *testing.B) {
 func fillRange(layout *collate.Layout, epoch, lo, hi int) {
 	buf := make([]byte, layout.Size())
 	for i := lo; i < hi; i++ {
-		s := engine.NewSlot(0, epoch, i, layout, buf, 0)
+		s := enginetest.NewSlot(0, epoch, i, layout, buf, 0)
 		if err := classic.FillMath(context.Background(), s); err != nil {
 			panic(err)
 		}

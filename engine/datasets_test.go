@@ -13,6 +13,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // wrapSchema records, for each sample, which dataset filled it, the index
@@ -167,10 +168,10 @@ func TestWrappedFillErrorsNameBothIndices(t *testing.T) {
 
 	layout, err := collate.NewLayout(wrapSchema, 1)
 	require.NoError(t, err)
-	s := engine.NewSlot(1, 0, 5, layout, make([]byte, layout.Size()), 0)
+	s := enginetest.NewSlot(1, 0, 5, layout, make([]byte, layout.Size()), 0)
 	assert.Panics(t, func() { _ = ds.Fill(context.Background(), s) })
 	assert.Equal(t, 5, s.Index(), "restored after a panic")
-	require.NoError(t, ds.Fill(context.Background(), engine.NewSlot(1, 0, 1, layout, make([]byte, layout.Size()), 0)))
+	require.NoError(t, ds.Fill(context.Background(), enginetest.NewSlot(1, 0, 1, layout, make([]byte, layout.Size()), 0)))
 }
 
 func TestRandomSplitFractionsAndCounts(t *testing.T) {

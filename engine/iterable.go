@@ -152,35 +152,6 @@ func (d *IterableDataset) Schema() collate.Schema { return d.schema }
 // Shards returns the shards and their counts.
 func (d *IterableDataset) Shards() []ShardInfo { return slices.Clone(d.shards) }
 
-// StorageStats counts an Iterable's reads from storage and its local
-// cache (package shards' Source reports them; see shards.Cache).
-type StorageStats struct {
-	Requests     int64 // remote GETs (first or resumed)
-	BytesFetched int64 // bytes of their response bodies
-	Hits         int64 // shard opens served from the local cache or a download in flight
-	Misses       int64 // shard opens that started a download or streamed
-	ReadAheads   int64 // downloads started ahead of use
-	Evictions    int64 // shards removed from the cache to make room
-}
-
-// StorageStats returns the Iterable's storage counts (an Iterable that
-// counts them implements StorageStats() StorageStats), for Stats.Storage.
-func (d *IterableDataset) StorageStats() StorageStats {
-	if r, ok := d.src.(interface{ StorageStats() StorageStats }); ok {
-		return r.StorageStats()
-	}
-	return StorageStats{}
-}
-
-// ReadRetries returns the reads the Iterable retried (an Iterable that counts them
-// implements ReadRetries() int64), for Stats.ReadRetries.
-func (d *IterableDataset) ReadRetries() int64 {
-	if r, ok := d.src.(interface{ ReadRetries() int64 }); ok {
-		return r.ReadRetries()
-	}
-	return 0
-}
-
 // Fingerprint: the shards' base names in listed order with their counts
 // (hashed: shards moved to another folder or bucket keep it), the
 // IterableConfig fields that order an epoch, and the Iterable's own parts
@@ -334,11 +305,6 @@ func (d *IterableDataset) units(cfg Config, sh RankInfo, epoch, _ int) int {
 	_, order := d.plan(epoch, cfg.Seed, sh)
 	return len(order)
 }
-
-// readRetries is ReadRetries.
-func (d *IterableDataset) readRetries() int64 { return d.ReadRetries() }
-
-func (d *IterableDataset) storageStats() StorageStats { return d.StorageStats() }
 
 // iterableSampler is a rank's order of an IterableDataset's epoch, from skip on.
 type iterableSampler struct {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // memStream is an Iterable of in-memory shards: record j of shard i holds
@@ -352,7 +353,7 @@ func TestIterableConfigErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "engine: IterableConfig.ShuffleBuffer: -1")
 	_, err = engine.FromIterable(context.Background(), newMemStream(1), engine.IterableConfig{ReadAheadBytes: -1})
 	assert.ErrorContains(t, err, "engine: IterableConfig.ReadAheadBytes: -1, want >= 0")
-	assert.ErrorContains(t, d.Fill(context.Background(), engine.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
+	assert.ErrorContains(t, d.Fill(context.Background(), enginetest.NewSlot(0, 0, 0, nil, nil, 0)), "only inside an epoch")
 }
 
 func TestIterableDatasetServesTwoLoadersAtOnce(t *testing.T) {

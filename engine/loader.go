@@ -676,19 +676,10 @@ type Stats struct {
 	Skipped        int64
 	SkippedSamples []SkippedSample
 
-	// ReadRetries counts the reads the dataset's source retried (an
-	// IterableDataset's shard reads); Storage its requests, bytes fetched
-	// and local cache counts (shards.Cache).
-	ReadRetries int64
-	Storage     StorageStats
-
-	// Packing is how full a packing dataset's samples are (a dataset
-	// with a PackingStats method: corpus.Pack); zero for any other.
-	Packing PackingStats
-
-	// Dataset is the dataset's own counts, when it is a Reporter (a
-	// shards.Source's requests and cache hits, a packer's token slots),
-	// by their names; nil when it reports none.
+	// Dataset is the dataset's own counts, when it is a Reporter, by
+	// their names: a shards.Source's requests, bytes fetched, read
+	// retries and cache hits, misses and evictions; a corpus.Pack's
+	// token slots and the tokens in them. Nil when it reports none.
 	Dataset map[string]int64
 
 	// Abandoned counts worker goroutines left behind in a Fill that ran
@@ -721,8 +712,6 @@ func (l *loader) Stats() Stats {
 	if l.dpool != nil {
 		s.DevicePool = l.dpool.Stats()
 	}
-	s.ReadRetries, s.Storage = l.access.readRetries(), l.access.storageStats()
-	s.Packing = packingStats(l.ds)
 	s.Dataset = ReportOf(l.ds)
 	s.ConsumerWait = s.Wait.Sum
 	l.statsMu.Lock()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // failing fills indexSchema, failing the indices in bad.
@@ -58,7 +59,7 @@ func TestSkipPolicyDeliversShortBatchesDeterministically(t *testing.T) {
 			assert.Equal(t, int64(idx), collate.As[int64](b.Tensor("index"))[i])
 			x := collate.As[float32](b.Tensor("x"))[i*60 : (i+1)*60]
 			want := make([]float32, 60)
-			s := engine.NewSlot(0, 0, idx, nil, nil, 0)
+			s := enginetest.NewSlot(0, 0, idx, nil, nil, 0)
 			for j := range want {
 				want[j] = float32(s.Rand().NormFloat64())
 			}
@@ -313,7 +314,7 @@ func TestStatsSayWhetherTheLoopWaitsForData(t *testing.T) {
 }
 
 // expvarCounts are the expvar names that count things, and so carry no unit.
-var expvarCounts = []string{"batches", "samples", "active_workers", "fills_retried", "samples_skipped", "reads_retried", "abandoned_workers"}
+var expvarCounts = []string{"batches", "samples", "active_workers", "fills_retried", "samples_skipped", "abandoned_workers"}
 
 func TestConfigLogsItsEffectiveSettings(t *testing.T) {
 	var buf bytes.Buffer

@@ -25,9 +25,10 @@ type Slot struct {
 }
 
 // NewSlot returns a standalone slot: sample index of epoch under seed, at
-// position pos of buf, which is laid out by layout. It is how a Fill is
-// tested or run outside a Loader; the sample's RNG is the one the Loader
-// would give it.
+// position pos of buf, which is laid out by layout.
+//
+// Deprecated: it lives in the test-support package now, beside the
+// conformance suite: use enginetest.NewSlot.
 func NewSlot(seed uint64, epoch, index int, layout *collate.Layout, buf []byte, pos int) *Slot {
 	s := newSlot(seed)
 	s.worker = -1

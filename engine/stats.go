@@ -84,30 +84,3 @@ func (h *histogram) snapshot() Histogram {
 type stages struct {
 	fill, pad, copy, wait histogram
 }
-
-// PackingStats counts how full a packing dataset's samples are: of the
-// token slots (Slots) of the samples it filled, those that hold
-// documents' tokens (Tokens) rather than padding. A dataset reports them
-// by implementing PackingStats() PackingStats (corpus.Pack does), and
-// Stats.Packing shows them; it counts every Fill of the dataset, for
-// every loader and epoch.
-type PackingStats struct {
-	Samples, Tokens, Slots int64
-}
-
-// Efficiency returns Tokens ÷ Slots, or 0 with no slots.
-func (p PackingStats) Efficiency() float64 {
-	if p.Slots == 0 {
-		return 0
-	}
-	return float64(p.Tokens) / float64(p.Slots)
-}
-
-// packingStats returns ds's packing counts where it reports them, for
-// Stats.Packing.
-func packingStats(ds Dataset) PackingStats {
-	if p, ok := ds.(interface{ PackingStats() PackingStats }); ok {
-		return p.PackingStats()
-	}
-	return PackingStats{}
-}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,16 +45,19 @@ func (s Stats) String() string {
 	if s.DevicePool.Allocated > 0 {
 		fmt.Fprintf(&b, ", device %s", mib(s.DevicePool.Allocated))
 	}
-	if st := s.Storage; st.Requests+st.Hits+st.Misses > 0 {
-		fmt.Fprintf(&b, "; storage %d requests, %s fetched, cache %d hits %d misses %d evictions", st.Requests, mib(st.BytesFetched), st.Hits, st.Misses, st.Evictions)
-	}
-	if p := s.Packing; p.Slots > 0 {
-		fmt.Fprintf(&b, "; packing %.1f%% (%d tokens in %d slots)", 100*p.Efficiency(), p.Tokens, p.Slots)
+	if len(s.Dataset) > 0 {
+		b.WriteString("; dataset")
+		for i, k := range slices.Sorted(maps.Keys(s.Dataset)) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s %d", k, s.Dataset[k])
+		}
 	}
 	for _, c := range []struct {
 		n    int64
 		what string
-	}{{s.FillRetries, "fills retried"}, {s.Skipped, "samples skipped"}, {s.ReadRetries, "reads retried"}, {s.Abandoned, "workers abandoned in stuck fills"}} {
+	}{{s.FillRetries, "fills retried"}, {s.Skipped, "samples skipped"}, {s.Abandoned, "workers abandoned in stuck fills"}} {
 		if c.n > 0 {
 			fmt.Fprintf(&b, "; %d %s", c.n, c.what)
 		}
@@ -86,15 +91,8 @@ func (s Stats) expvarJSON() map[string]any {
 		"consumer_wait_seconds": s.ConsumerWait.Seconds(), "epoch_time_seconds": s.TimeInEpochs.Seconds(),
 		"data_bound_fraction": s.DataBound,
 		"fill":                hist(s.Fill), "pad": hist(s.Pad), "copy": hist(s.Copy), "wait": hist(s.Wait),
-		"fills_retried": s.FillRetries, "samples_skipped": s.Skipped, "reads_retried": s.ReadRetries,
+		"fills_retried": s.FillRetries, "samples_skipped": s.Skipped,
 		"abandoned_workers": s.Abandoned, "leaked_bytes": s.LeakedBytes,
-		"storage": map[string]any{
-			"requests": s.Storage.Requests, "fetched_bytes": s.Storage.BytesFetched, "cache_hits": s.Storage.Hits,
-			"cache_misses": s.Storage.Misses, "read_aheads": s.Storage.ReadAheads, "cache_evictions": s.Storage.Evictions,
-		},
-		"packing": map[string]any{
-			"samples": s.Packing.Samples, "tokens": s.Packing.Tokens, "slots": s.Packing.Slots,
-			"efficiency_fraction": s.Packing.Efficiency(),
-		},
+		"dataset": s.Dataset,
 	}
 }

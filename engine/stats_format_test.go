@@ -38,8 +38,8 @@ func TestStatsReadWell(t *testing.T) {
 	assert.Contains(t, fmt.Sprintf("%+v", st.Fill), "p90≤")
 }
 
-// packing is a dataset that reports PackingStats: every sample holds
-// index+1 tokens of 8 slots.
+// packing is a dataset that reports counts of its own (a Reporter):
+// every sample holds index+1 tokens of 8 slots.
 type packing struct {
 	engine.Dataset
 	tokens, slots, samples atomic.Int64
@@ -52,31 +52,29 @@ func (p *packing) Fill(ctx context.Context, s *engine.Slot) error {
 	return p.Dataset.Fill(ctx, s)
 }
 
-func (p *packing) PackingStats() engine.PackingStats {
-	return engine.PackingStats{Samples: p.samples.Load(), Tokens: p.tokens.Load(), Slots: p.slots.Load()}
+func (p *packing) Report() map[string]int64 {
+	return map[string]int64{"packed_samples": p.samples.Load(), "packed_tokens": p.tokens.Load(), "packed_slots": p.slots.Load()}
 }
 
-// A dataset with a PackingStats method shows its counts in Stats.Packing,
-// in Stats.String and in the expvar JSON; any other, none.
-func TestStatsPacking(t *testing.T) {
+// A Reporter's counts are in Stats.Dataset, in Stats.String and in the
+// expvar JSON, under its names; any other dataset has none.
+func TestStatsDatasetReport(t *testing.T) {
 	ds := &packing{Dataset: engine.DatasetFunc(8, indexSchema, fillIndex)}
 	l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 2})
 	for _, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
 	}
 	st := l.Stats()
-	assert.Equal(t, engine.PackingStats{Samples: 8, Tokens: 36, Slots: 64}, st.Packing)
-	assert.InDelta(t, 36.0/64, st.Packing.Efficiency(), 1e-12)
-	assert.Contains(t, st.String(), "; packing 56.2% (36 tokens in 64 slots)")
+	assert.Equal(t, map[string]int64{"packed_samples": 8, "packed_tokens": 36, "packed_slots": 64}, st.Dataset)
+	assert.Contains(t, st.String(), "; dataset packed_samples 8, packed_slots 64, packed_tokens 36")
 	var out map[string]any
 	require.NoError(t, json.Unmarshal([]byte(l.Expvar().String()), &out))
-	assert.Equal(t, map[string]any{"samples": 8.0, "tokens": 36.0, "slots": 64.0, "efficiency_fraction": 36.0 / 64}, out["packing"])
+	assert.Equal(t, map[string]any{"packed_samples": 8.0, "packed_tokens": 36.0, "packed_slots": 64.0}, out["dataset"])
 
 	plain := newLoader(t, engine.DatasetFunc(8, indexSchema, fillIndex), engine.Config{BatchSize: 4})
 	for _, err := range plain.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
 	}
-	assert.Equal(t, engine.PackingStats{}, plain.Stats().Packing)
-	assert.Zero(t, plain.Stats().Packing.Efficiency())
-	assert.NotContains(t, plain.Stats().String(), "packing")
+	assert.Nil(t, plain.Stats().Dataset)
+	assert.NotContains(t, plain.Stats().String(), "dataset")
 }

@@ -83,7 +83,7 @@ const DefaultCacheReadAhead = 2
 // (wrapping around) instead.
 // Close the Source to cancel the downloads in flight.
 //
-// Source.StorageStats (and engine.Stats.Storage) counts the requests, bytes, hits, misses and
+// Source.StorageStats (and a loader's Stats.Dataset) counts the requests, bytes, hits, misses and
 // evictions.
 func Cache(dir string, limit int64) Option {
 	return func(o *options) { o.cacheDir, o.cacheLimit, o.cacheSet = dir, limit, true }

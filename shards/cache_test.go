@@ -145,8 +145,8 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 	assert.Positive(t, st.Hits)
 	assert.Positive(t, st.BytesFetched)
 	assert.Zero(t, st.Evictions)
-	assert.Equal(t, st, l.Stats().Storage, "the loader reports the source's counts")
-	assert.Contains(t, l.Stats().String(), fmt.Sprintf("cache %d hits %d misses", st.Hits, st.Misses))
+	assert.Equal(t, src.Report(), l.Stats().Dataset, "the loader reports the source's counts")
+	assert.Contains(t, l.Stats().String(), fmt.Sprintf("cache_hits %d, cache_misses %d", st.Hits, st.Misses))
 	names, _ := cachedFiles(t, dir)
 	assert.Len(t, names, len(urls))
 
@@ -159,7 +159,7 @@ func TestCacheLaterEpochsAndResumedJobsMakeNoRequests(t *testing.T) {
 	assert.Equal(t, want, epochs(t, again, 2))
 	assert.Zero(t, shardRequests(f), "a resumed job reads the cache, listing included")
 	assert.EqualValues(t, 1, again.StorageStats().Requests, "shardlist.json only")
-	assert.Equal(t, engine.StorageStats{Requests: 1, BytesFetched: again.StorageStats().BytesFetched, Hits: 2 * int64(len(urls))}, again.StorageStats())
+	assert.Equal(t, StorageStats{Requests: 1, BytesFetched: again.StorageStats().BytesFetched, Hits: 2 * int64(len(urls))}, again.StorageStats())
 }
 
 // TestCacheFirstRecordBeforeTheDownloadEnds: a reader reads the file as

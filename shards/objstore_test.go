@@ -97,7 +97,7 @@ func TestObjectStoresMatchLocal(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, want, got, "index %v", index)
 				assert.Equal(t, wantData, gotData, "index %v: byte-identical to the local run", index)
-				assert.Zero(t, stats.ReadRetries)
+				assert.Zero(t, stats.Dataset["read_retries"])
 				assert.Positive(t, o.BytesFetched())
 				o.CloseIdleConnections()
 			}
@@ -211,7 +211,7 @@ func TestObjectStoresResume(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, wantIDs, gotIDs)
 			assert.Equal(t, wantData, gotData)
-			assert.Positive(t, stats.ReadRetries)
+			assert.Positive(t, stats.Dataset["read_retries"])
 		})
 	}
 }

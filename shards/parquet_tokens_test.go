@@ -16,6 +16,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/corpus"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // tokRow32 is a row of a Hugging Face tokenized dataset: list<int32>.
@@ -201,7 +202,7 @@ func packedTokens(t *testing.T, p *corpus.PackedDataset, i int) []int64 {
 	t.Helper()
 	layout, err := engine.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
-	s := engine.NewSlot(0, 0, i, layout, make([]byte, layout.Size()), 0)
+	s := enginetest.NewSlot(0, 0, i, layout, make([]byte, layout.Size()), 0)
 	require.NoError(t, p.Fill(context.Background(), s))
 	return collate.As[int64](s.Tensor("tokens"))
 }

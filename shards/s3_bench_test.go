@@ -19,6 +19,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/vision"
 )
@@ -325,7 +326,7 @@ func (e *s3Bench) sourcePass() error {
 			if err != nil {
 				return err
 			}
-			if err := e.src.Decode(ctx, rec, engine.NewSlot(1, ep, i*e.counts[i]+k, layout, buf, 0)); err != nil {
+			if err := e.src.Decode(ctx, rec, enginetest.NewSlot(1, ep, i*e.counts[i]+k, layout, buf, 0)); err != nil {
 				return err
 			}
 		}

@@ -85,7 +85,7 @@ func TestS3ConfigFiles(t *testing.T) {
 // Restarted on the same data within the retry budget, the epoch
 // completes with every sample once (the ids are those of the
 // uninterrupted run, in its order), byte-identical to the local run, and
-// the retries show in Stats().ReadRetries; left down, the epoch fails
+// the retries show in Stats().Dataset["read_retries"]; left down, the epoch fails
 // naming the shard after MaxRetries retries, after batches that repeat
 // and skip nothing.
 func TestS3KillAndRestart(t *testing.T) {
@@ -170,7 +170,7 @@ func TestS3KillAndRestart(t *testing.T) {
 					assert.Equal(t, want, got)
 					assert.Equal(t, wantData, gotData, "byte-identical to the local run")
 					assert.Positive(t, o.ReadRetries(), "reads were retried")
-					assert.Equal(t, o.ReadRetries(), l.Stats().ReadRetries)
+					assert.Equal(t, o.ReadRetries(), l.Stats().Dataset["read_retries"])
 					t.Logf("retries: %d, epoch %v", o.ReadRetries(), elapsed)
 					return
 				}
@@ -181,7 +181,7 @@ func TestS3KillAndRestart(t *testing.T) {
 				assert.Contains(t, epochErr.Error(), "after 2 retries")
 				assert.Equal(t, want[:len(got)], got, "the batches before the error")
 				assert.EqualValues(t, 2, o.ReadRetries())
-				assert.Equal(t, o.ReadRetries(), l.Stats().ReadRetries)
+				assert.Equal(t, o.ReadRetries(), l.Stats().Dataset["read_retries"])
 				// 2 retries of at most 100 ms of backoff and refused connections:
 				// the failure comes at once, not after a hang.
 				assert.Less(t, elapsed, 20*time.Second)

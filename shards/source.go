@@ -39,7 +39,7 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 // may be mixed.
 // Each sample is one engine.Record (see TarReader), decoded into its slot
 // by the DecodeFunc. It counts the retries of its remote reads (Retries),
-// which the loader reports as Stats.ReadRetries.
+// which the loader reports in Stats.Dataset ("read_retries", see Source.Report).
 //
 // Sample counts: engine.FromIterable asks for every shard's count once. They
 // come from a shard list (see ShardList) when there is one: the file named
@@ -196,14 +196,36 @@ func (s *Source) Close() error {
 	return nil
 }
 
+// StorageStats counts a Source's reads from storage and its local cache.
+type StorageStats struct {
+	Requests     int64 // remote GETs (first or resumed) and listing pages
+	BytesFetched int64 // bytes of their response bodies
+	ReadRetries  int64 // transient failures retried (see Opener)
+	Hits         int64 // shard opens served from the local cache or a download in flight
+	Misses       int64 // shard opens that started a download or streamed
+	ReadAheads   int64 // downloads started ahead of use
+	Evictions    int64 // shards removed from the cache to make room
+}
+
 // StorageStats returns the counts of the Source's remote reads and of its
-// cache; a loader of the Source reports them in engine.Stats.Storage.
-func (s *Source) StorageStats() engine.StorageStats {
-	st := engine.StorageStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched()}
+// cache.
+func (s *Source) StorageStats() StorageStats {
+	st := StorageStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched(), ReadRetries: s.o.opener.ReadRetries()}
 	if c := s.cache; c != nil {
 		st.Hits, st.Misses, st.ReadAheads, st.Evictions = c.hits.Load(), c.misses.Load(), c.readAheads.Load(), c.evictions.Load()
 	}
 	return st
+}
+
+// Report returns StorageStats by name, for a loader's Stats.Dataset
+// (engine.Reporter): requests, fetched_bytes, read_retries, cache_hits,
+// cache_misses, cache_read_aheads, cache_evictions.
+func (s *Source) Report() map[string]int64 {
+	st := s.StorageStats()
+	return map[string]int64{
+		"requests": st.Requests, "fetched_bytes": st.BytesFetched, "read_retries": st.ReadRetries,
+		"cache_hits": st.Hits, "cache_misses": st.Misses, "cache_read_aheads": st.ReadAheads, "cache_evictions": st.Evictions,
+	}
 }
 
 // Names returns the shard names.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/recycle"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/vision"
@@ -122,7 +123,7 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 	assert.Equal(t, want, got)
 	assert.Equal(t, wantData, gotData, "the same bytes as the local run")
 	assert.EqualValues(t, 2+2+3+1, o.ReadRetries())
-	assert.EqualValues(t, 2+2+3+1, st.ReadRetries, "Stats.ReadRetries")
+	assert.EqualValues(t, 2+2+3+1, st.Dataset["read_retries"], "Stats.Dataset read_retries")
 }
 
 func TestSourceShardList(t *testing.T) {
@@ -338,7 +339,7 @@ func TestDecodeTakesBackImagesOfPipelineRecord(t *testing.T) {
 	require.NoError(t, err)
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
-	slot := engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
+	slot := enginetest.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
 	n := 0
 	eachRecord(t, src, infos, func(rec engine.Record) {
 		b := rec.Fields["jpg"]

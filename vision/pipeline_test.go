@@ -16,6 +16,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/vision"
 )
 
@@ -84,10 +85,10 @@ func TestPipelineMatchesImageFolder(t *testing.T) {
 		// And one sample on its own: a standalone Slot's RNG is the loader's.
 		layout, err := collate.NewLayout(p.Schema(), 1)
 		require.NoError(t, err)
-		slot := engine.NewSlot(11, 3, 4, layout, make([]byte, layout.Size()), 0)
+		slot := enginetest.NewSlot(11, 3, 4, layout, make([]byte, layout.Size()), 0)
 		a := make([]byte, p.Schema()[0].Bytes())
 		require.NoError(t, p.Decode(files[4], slot.Rand(), a))
-		slot = engine.NewSlot(11, 3, 4, layout, make([]byte, layout.Size()), 0)
+		slot = enginetest.NewSlot(11, 3, 4, layout, make([]byte, layout.Size()), 0)
 		require.NoError(t, ds.Fill(context.Background(), slot))
 		assert.Equal(t, slot.Tensor("image").Bytes(), a, name)
 

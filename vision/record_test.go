@@ -15,6 +15,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 	"github.com/tensorbatch/tensorbatch/internal/recycle"
 	"github.com/tensorbatch/tensorbatch/shards"
 	"github.com/tensorbatch/tensorbatch/vision"
@@ -115,7 +116,7 @@ func recordSlot(t testing.TB, p *vision.Pipeline, image, label string, rec engin
 func newSlot(t testing.TB, p *vision.Pipeline) *engine.Slot {
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
-	return engine.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
+	return enginetest.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
 }
 
 func TestRecordMembers(t *testing.T) {

@@ -2,7 +2,8 @@
 // testing/fstest does for file systems: TestDataset runs one battery of
 // checks against any engine.Dataset, and a dataset is correct when it
 // passes, not when its author's examples do. Every dataset the project
-// ships runs it, and so can yours:
+// ships runs it, and so can yours. NewSlot runs one Fill outside a
+// Loader.
 //
 //	func TestMyDataset(t *testing.T) {
 //		enginetest.TestDataset(t, enginetest.Case{
@@ -28,6 +29,16 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 )
+
+// NewSlot returns a standalone slot: sample index of epoch under seed, at
+// position pos of buf, which is laid out by layout (engine.NewLayout: the
+// schema's fields and the lengths of its Dynamic ones). It is how a Fill
+// is tested or run outside a Loader, as httptest.NewRequest is a
+// handler's request; the sample's RNG (Slot.Rand) is the one a Loader
+// would give it.
+func NewSlot(seed uint64, epoch, index int, layout *collate.Layout, buf []byte, pos int) *engine.Slot {
+	return engine.NewSlot(seed, epoch, index, layout, buf, pos)
+}
 
 // Case is a dataset for TestDataset.
 type Case struct {
@@ -200,7 +211,7 @@ func (s *suite) inRange(t *testing.T, ds engine.Dataset, iterable bool, steps []
 		t.Fatal(err)
 	}
 	for _, i := range []int{-1, n, n + 1} {
-		slot := engine.NewSlot(s.cfg.Seed, 0, i, layout, make([]byte, layout.Size()), 0)
+		slot := NewSlot(s.cfg.Seed, 0, i, layout, make([]byte, layout.Size()), 0)
 		if err, panicked := fill(ds, slot); err == nil && !panicked {
 			t.Errorf("Fill of index %d (Len %d) succeeded: want an error", i, n)
 		}

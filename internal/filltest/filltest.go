@@ -9,6 +9,7 @@ import (
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/engine/enginetest"
 )
 
 // EveryByte fills sample index of ds (epoch, seed as a loader's) twice,
@@ -24,7 +25,7 @@ func EveryByte(ds engine.Dataset, seed uint64, epoch, index int) error {
 	}
 	var got [2]*engine.Slot
 	for k, fill := range []byte{0, 0xA5} {
-		got[k] = engine.NewSlot(seed, epoch, index, layout, bytes.Repeat([]byte{fill}, layout.Size()), 0)
+		got[k] = enginetest.NewSlot(seed, epoch, index, layout, bytes.Repeat([]byte{fill}, layout.Size()), 0)
 		if err := ds.Fill(context.Background(), got[k]); err != nil {
 			return fmt.Errorf("sample %d: %w", index, err)
 		}
