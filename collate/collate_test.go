@@ -14,6 +14,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDTypeSizesAndNames(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    collate.DType
 		size int
@@ -36,6 +37,7 @@ func TestDTypeSizesAndNames(t *testing.T) {
 }
 
 func TestSchemaValidate(t *testing.T) {
+	t.Parallel()
 	img := collate.Field{Name: "image", DType: collate.Float32, Shape: []int{3, 224, 224}}
 	for _, tc := range []struct {
 		s    collate.Schema
@@ -65,6 +67,7 @@ func TestSchemaValidate(t *testing.T) {
 }
 
 func TestAsViewsAndPanicsOnMismatch(t *testing.T) {
+	t.Parallel()
 	x := []float32{1, 2, 3, 4, 5, 6}
 	tn, err := collate.FromSlice(x, 2, 3)
 	require.NoError(t, err)
@@ -87,6 +90,7 @@ func TestAsViewsAndPanicsOnMismatch(t *testing.T) {
 }
 
 func TestDynamicFieldLayoutAndPad(t *testing.T) {
+	t.Parallel()
 	f := collate.Field{Name: "frames", DType: collate.Float32, Shape: []int{collate.Dynamic, 3}, MaxLen: 5, Pad: -1}
 	assert.True(t, f.IsDynamic())
 	assert.Equal(t, 15, f.Elems())
@@ -124,6 +128,7 @@ func TestLayoutBatchShapes(t *testing.T) {
 }
 
 func TestLayoutAlignsEveryField(t *testing.T) {
+	t.Parallel()
 	s := collate.Schema{
 		{Name: "a", DType: collate.Uint8, Shape: []int{3}},
 		{Name: "b", DType: collate.Float64, Shape: []int{5}},

@@ -46,6 +46,7 @@ func TestGatherChecksTensorMemoryAgainstShape(t *testing.T) {
 }
 
 func TestMulIntReportsOverflowAndNegatives(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b, want int
 		ok         bool

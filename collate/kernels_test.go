@@ -173,6 +173,7 @@ func u16s[T ~uint16](in []collate.F16) []T {
 }
 
 func TestHalfRoundingAgainstFloat64(t *testing.T) {
+	t.Parallel()
 	// Round to nearest even, checked with float64 arithmetic on normal halves.
 	r := rand.New(rand.NewPCG(3, 4))
 	src := make([]float32, 10000)

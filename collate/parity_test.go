@@ -17,6 +17,7 @@ import (
 // The numeric values of DTypes may be persisted: new ones only ever go at
 // the end.
 func TestDTypeValuesNeverChange(t *testing.T) {
+	t.Parallel()
 	for want, d := range []collate.DType{0, collate.Uint8, collate.Int32, collate.Int64, collate.Float16, collate.BFloat16,
 		collate.Float32, collate.Float64, collate.Int8, collate.Int16, collate.Uint16, collate.Uint32, collate.Bool} {
 		assert.Equal(t, want, int(d), "%v", d)
@@ -27,6 +28,7 @@ func TestDTypeValuesNeverChange(t *testing.T) {
 }
 
 func TestNewDTypesViewWithAs(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, collate.Int8, collate.DTypeOf[int8]())
 	assert.Equal(t, collate.Int16, collate.DTypeOf[int16]())
 	assert.Equal(t, collate.Uint16, collate.DTypeOf[uint16]())
@@ -67,6 +69,7 @@ func checkView[T collate.Element](t *testing.T, vals []T, d collate.DType, nbyte
 }
 
 func TestPadBytesOfEveryDType(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    collate.DType
 		pad  float64
@@ -127,6 +130,7 @@ func TestGatherEveryDType(t *testing.T) {
 }
 
 func TestZeroSizeDimensionsAreValidAndEmpty(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		f    collate.Field
 		want string // "" means valid

@@ -72,6 +72,7 @@ func tinyFrom(t testing.TB, first, n int, gz bool) string {
 }
 
 func TestMNISTReadsAndLimits(t *testing.T) {
+	t.Parallel()
 	for _, gz := range []bool{false, true} {
 		dir := tiny(t, 5, gz)
 		s, err := datasets.MNIST(dir, "train", 0)
@@ -88,6 +89,7 @@ func TestMNISTReadsAndLimits(t *testing.T) {
 }
 
 func TestMNISTReportsBadFiles(t *testing.T) {
+	t.Parallel()
 	_, err := datasets.MNIST(t.TempDir(), "train", 0)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 
@@ -103,6 +105,7 @@ func TestMNISTReportsBadFiles(t *testing.T) {
 }
 
 func TestReadIDXAllocatesOnlyWhatExists(t *testing.T) {
+	t.Parallel()
 	// A 20-byte file that declares 4 G × 64 K × 64 K bytes, then 4 G × 1 K.
 	for _, dims := range [][]uint32{{1 << 31, 1 << 16, 1 << 16}, {1<<32 - 1, 1 << 10}} {
 		_, err := datasets.ReadIDX(bytes.NewReader(idx(dims, []byte{1, 2, 3})), 0)
@@ -134,6 +137,7 @@ func load(t *testing.T, ds engine.Dataset, workers int) ([]float32, []int64) {
 }
 
 func TestDatasetScalesShapesAndFlips(t *testing.T) {
+	t.Parallel()
 	s, err := datasets.MNIST(tiny(t, 8, false), "train", 0)
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 28, 28}, s.Schema(datasets.Config{})[0].Shape)
@@ -178,6 +182,7 @@ func cifar(t testing.TB, dir, name string, first, n int) {
 }
 
 func TestCIFAR10(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cifar(t, dir, "test_batch.bin", 0, 4)
 	for k := range 5 {
@@ -209,6 +214,7 @@ func TestCIFAR10(t *testing.T) {
 // TestFashionMNIST reads the real dataset where Debian's
 // dataset-fashion-mnist is installed.
 func TestFashionMNIST(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(datasets.FashionMNISTDir); err != nil {
 		t.Skipf("Fashion-MNIST is not installed (%v): apt-get install dataset-fashion-mnist", err)
 	}

@@ -76,6 +76,7 @@ func (s reversed) Order(int) []int {
 // The loader drives a kind of source it does not know through the source
 // interface alone: its check, order, positions, reader and counters.
 func TestLoaderCallsAnySourceThroughTheInterface(t *testing.T) {
+	t.Parallel()
 	schema := collate.Schema{{Name: "x", DType: collate.Int64}}
 	newSource := func() *reversedAccess {
 		return &reversedAccess{Dataset: DatasetFunc(10, schema, func(_ context.Context, s *Slot) error {

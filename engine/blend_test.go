@@ -31,6 +31,7 @@ func corpus(k, n int) engine.Dataset {
 // bound (under one sample) of its share, and its samples run 0, 1, 2, ...
 // modulo its Len.
 func TestBlendProportions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		weights []float64
 		lens    []int
@@ -75,6 +76,7 @@ func TestBlendProportions(t *testing.T) {
 // does not: the greedy's order leaves dataset 4 1.04 samples short after
 // 16 samples, this one keeps every prefix within 0.84 of the shares.
 func TestBlendOrder(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		weights []float64
 		want    []int
@@ -152,6 +154,7 @@ func positive(weights []float64) int {
 // datasets, with tiny and huge ratios and zeros among them, up to 4000
 // samples (fewer under -short).
 func TestBlendBound(t *testing.T) {
+	t.Parallel()
 	check := func(weights []float64, lens []int, size int) float64 {
 		t.Helper()
 		ds := make([]engine.Dataset, len(lens))
@@ -232,6 +235,7 @@ func TestBlendBound(t *testing.T) {
 // names BlendConfig.Size, before anything is allocated, not a panic in
 // makeslice.
 func TestBlendSizeTooLarge(t *testing.T) {
+	t.Parallel()
 	sizes := []int{math.MaxInt, math.MaxInt/8 + 1, math.MaxInt/16 + 1}
 	if math.MaxInt > 1<<34 {
 		sizes = append(sizes, 1<<34+1)
@@ -245,6 +249,7 @@ func TestBlendSizeTooLarge(t *testing.T) {
 }
 
 func TestBlendErrors(t *testing.T) {
+	t.Parallel()
 	a, c := corpus(0, 5), corpus(1, 5)
 	other := engine.DatasetFunc(5, collate.Schema{{Name: "id", DType: collate.Int32}}, func(context.Context, *engine.Slot) error { return nil })
 	for _, tc := range []struct {
@@ -296,6 +301,7 @@ func testBlend(t *testing.T) engine.Dataset {
 // The loader's samples are the blend's, the same bytes for Workers 0 and
 // 3, shuffled or not.
 func TestBlendDeterministic(t *testing.T) {
+	t.Parallel()
 	b := testBlend(t)
 	for _, shuffle := range []bool{false, true} {
 		cfg := engine.Config{BatchSize: 7, Seed: 9, Shuffle: shuffle, WorldSize: 1, Backend: "cpu"}
@@ -320,6 +326,7 @@ func TestBlendDeterministic(t *testing.T) {
 // A loader saved mid-epoch (engine.State, through JSON) and resumed in a
 // new loader over a new blend delivers exactly the rest of the epoch.
 func TestBlendResume(t *testing.T) {
+	t.Parallel()
 	cfg := engine.Config{BatchSize: 8, Workers: 2, Seed: 5, Shuffle: true, WorldSize: 1, Backend: "cpu"}
 	full := blendRows(t, testBlend(t), cfg, 2)
 

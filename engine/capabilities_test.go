@@ -56,6 +56,7 @@ func (c *capable) Report() map[string]int64 { return map[string]int64{"batches":
 // the samples a per-sample Fill would give; a Concat of BatchFillers does
 // for a batch within one dataset and fills a mixed one sample by sample.
 func TestWrappersForwardEveryCapability(t *testing.T) {
+	t.Parallel()
 	a, b := &capable{n: 20}, &capable{n: 20, base: 100}
 	cat, err := engine.Concat(a, b)
 	require.NoError(t, err)

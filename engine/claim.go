@@ -92,12 +92,12 @@ func (r *run) claimLocked(w *worker, block bool) (c claimed, ok bool) {
 
 // startBatch gets batch k's buffer and indices: a cached buffer and a
 // materialized batch at once; else, without holding r.mu, a buffer from
-// Get and the indices of a lazy order (about 0.1 µs each, NOTE [feistel]),
-// so that a wait in the pool (at MaxPinnedBytes), an allocation or the
-// order's arithmetic never blocks the consumer or the other workers. At
-// Workers 0 there are none, and a lazy order's indices with a cached
-// buffer are computed holding r.mu, which saves a lock and a wake-up a
-// batch. Called with r.mu held; reports whether the batch started.
+// Get and the indices of a lazy order (NOTE [feistel];
+// BenchmarkShuffledPosition), so that a wait in the pool (at
+// MaxPinnedBytes), an allocation or the order's arithmetic never blocks
+// the consumer or the other workers. At Workers 0 there are none, and a
+// lazy order's indices with a cached buffer are computed holding r.mu,
+// which saves a lock and a wake-up a batch. Called with r.mu held; reports whether the batch started.
 func (r *run) startBatch(k int) bool {
 	buf := r.l.pool.TryGet(r.layout.Size())
 	p := r.newPending(k)

@@ -105,7 +105,9 @@ type Config struct {
 	// still match.
 	ResumeChanged bool
 	// LogEvery, when positive, logs one progress line through slog every
-	// LogEvery batches: epoch, batch, rate and the data-bound fraction.
+	// LogEvery batches: the epoch, the batch and the epoch's batches, the
+	// rate (samples_per_s, since the epoch's first batch), the time left
+	// in the epoch (epoch_left) and the data-bound fraction.
 	LogEvery int
 
 	// Sampler replaces the sequential or shuffled order. Not with Shuffle or

@@ -45,6 +45,7 @@ func logConfig(t *testing.T, cfg engine.Config) map[string]any {
 // Every field of Config is logged under its snake_case name, set or not: a
 // field added to Config without a line in LogValue fails here.
 func TestConfigLogValueCoversEveryField(t *testing.T) {
+	t.Parallel()
 	full := engine.Config{
 		BatchSize: 4, Shuffle: true, Seed: 7, DropLast: true, DropUneven: true,
 		Workers: 3, PrefetchFactor: 5, RestartWorkers: true, Timeout: time.Second,

@@ -10,6 +10,7 @@ import (
 // Fractions whose float sum is just above 1 can floor to one sample too
 // many on a large dataset: the last parts give it back.
 func TestSplitCountsNeverExceedLen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		n     int
 		sizes []float64

@@ -69,6 +69,7 @@ func randOf(t *testing.T, n int, cfg engine.Config, epoch int) map[int][2]int64 
 }
 
 func TestConcatFillsEachDatasetAtItsOwnIndex(t *testing.T) {
+	t.Parallel()
 	ds, err := engine.Concat(source(0, 3), source(1, 0), source(2, 5), source(3, 2))
 	require.NoError(t, err)
 	assert.Equal(t, 10, ds.Len())
@@ -84,6 +85,7 @@ func TestConcatFillsEachDatasetAtItsOwnIndex(t *testing.T) {
 }
 
 func TestConcatSchemaMismatchNamesTheField(t *testing.T) {
+	t.Parallel()
 	other := func(s collate.Schema) engine.Dataset { return engine.DatasetFunc(1, s, fillNothing) }
 	changed := func(f func(s collate.Schema)) collate.Schema {
 		s := slices.Clone(wrapSchema)
@@ -115,6 +117,7 @@ func TestConcatSchemaMismatchNamesTheField(t *testing.T) {
 }
 
 func TestSubsetChecksIndicesAndMaps(t *testing.T) {
+	t.Parallel()
 	_, err := engine.Subset(source(0, 5), []int{0, 4, 5})
 	assert.ErrorContains(t, err, "engine: Subset: index 5 at position 2 is out of range [0, 5)")
 	_, err = engine.Subset(source(0, 5), []int{-1})
@@ -144,6 +147,7 @@ func TestSubsetChecksIndicesAndMaps(t *testing.T) {
 // Errors and panics of the inner Fill name the outer index (the loader's)
 // and the inner one; the slot's index is restored for the next sample.
 func TestWrappedFillErrorsNameBothIndices(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	inner := engine.DatasetFunc(6, wrapSchema, func(ctx context.Context, s *engine.Slot) error {
 		switch s.Index() {
@@ -175,6 +179,7 @@ func TestWrappedFillErrorsNameBothIndices(t *testing.T) {
 }
 
 func TestRandomSplitFractionsAndCounts(t *testing.T) {
+	t.Parallel()
 	lens := func(parts []engine.Dataset) []int {
 		var n []int
 		for _, p := range parts {
@@ -225,6 +230,7 @@ func TestRandomSplitFractionsAndCounts(t *testing.T) {
 // The parts are disjoint and cover the dataset, each part's Fill sees the
 // inner index, and the split is a pure function of the seed.
 func TestRandomSplitIsDisjointAndDeterministic(t *testing.T) {
+	t.Parallel()
 	split := func(seed uint64) [][]int {
 		parts, err := engine.RandomSplit(source(0, 50), seed, 0.6, 0.3, 0.1)
 		require.NoError(t, err)
@@ -260,6 +266,7 @@ func seq(n int) []int {
 // within one dataset of a Concat (FillBatchAt) or spans two (sample by
 // sample).
 func TestWrappedTensorsDatasetFillsWholeBatches(t *testing.T) {
+	t.Parallel()
 	ds := tensorsDataset(t, 40)
 	sub, err := engine.Subset(ds, []int{39, 0, 7, 7, 12})
 	require.NoError(t, err)
@@ -295,6 +302,7 @@ func TestWrappedTensorsDatasetFillsWholeBatches(t *testing.T) {
 
 // Wrapped datasets keep batches bit-identical for any worker count.
 func TestWrappedDatasetsBitIdenticalAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	parts, err := engine.RandomSplit(engine.DatasetFunc(60, indexSchema, fillIndex), 3, 0.5, 0.5)
 	require.NoError(t, err)
 	ds, err := engine.Concat(parts[1], engine.DatasetFunc(10, indexSchema, fillIndex), parts[0])

@@ -114,13 +114,12 @@ func (r *run) spin(start time.Duration, n int64) {
 }
 
 // newBatch returns a Batch never handed out before, from a slab of
-// batchSlab: one allocation for many batches instead of one a batch
-// (with startBatch's lock saved, BenchmarkBatchOverhead at Workers 0
-// takes 0.86 of its time on a 16-core Xeon, 0.88 on 2 vCPUs:
-// bench/RESULTS.md, stop 32). A Batch is never reused, so that a use
-// after its last Release still panics instead of reading another batch;
-// a retained one keeps its slab (batchSlab × 200 bytes) alive. Called
-// with r.mu held.
+// batchSlab: one allocation for many batches instead of one a batch (a
+// Batch's allocation, with the collector's share, shows in the engine's
+// own time a batch: BenchmarkBatchOverhead at Workers 0). A Batch is
+// never reused, so that a use after its last Release still panics
+// instead of reading another batch; a retained one keeps its slab
+// (batchSlab × 200 bytes) alive. Called with r.mu held.
 func (r *run) newBatch() *Batch {
 	if len(r.slab) == 0 {
 		r.slab = make([]Batch, batchSlab)

@@ -62,6 +62,7 @@ func collect(t *testing.T, l *engine.Loader, epoch int) (indices [][]int, fromMe
 }
 
 func TestEveryIndexOnceInSamplerOrder(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 7, 64, 101} {
 		for _, workers := range []int{0, 1, 3, 8} {
 			for _, shuffle := range []bool{false, true} {
@@ -124,6 +125,7 @@ type sliceSampler []int
 func (s sliceSampler) Order(int) []int { return s }
 
 func TestShuffleIsPureFunctionOfSeedAndEpoch(t *testing.T) {
+	t.Parallel()
 	a := engine.Shuffled{N: 100, Seed: 1}
 	assert.Equal(t, a.Order(3), a.Order(3))
 	assert.NotEqual(t, a.Order(3), a.Order(4))
@@ -209,6 +211,7 @@ func TestInFlightBoundedByWindowUnderSlowConsumer(t *testing.T) {
 // forever for the rest of its batch, which would sit in the same worker's
 // queue. Workers cooperate on the oldest batch, so the others fill it.
 func TestWorkersCooperateOnOldestBatch(t *testing.T) {
+	t.Parallel()
 	const bs = 4
 	rest := make(chan struct{})
 	var filled atomic.Int32
@@ -232,6 +235,7 @@ func TestWorkersCooperateOnOldestBatch(t *testing.T) {
 // A slow sample delays its own batch only: the other workers go on filling
 // every other sample the window allows.
 func TestSlowSampleDelaysOneBatchNotAWorkersQueue(t *testing.T) {
+	t.Parallel()
 	const bs, workers, pf = 4, 2, 2
 	window := workers * pf
 	others := window*bs - 1 // every other sample in the window
@@ -255,6 +259,7 @@ func TestSlowSampleDelaysOneBatchNotAWorkersQueue(t *testing.T) {
 }
 
 func TestSampleErrorDeliveredAtItsPosition(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("corrupt record")
 	for _, workers := range []int{0, 1, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
@@ -293,6 +298,7 @@ func TestSampleErrorDeliveredAtItsPosition(t *testing.T) {
 }
 
 func TestPanicInFillBecomesSampleError(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 2} {
 		ds := engine.DatasetFunc(20, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 			if s.Index() == 13 {
@@ -313,6 +319,7 @@ func TestPanicInFillBecomesSampleError(t *testing.T) {
 }
 
 func TestUnknownFieldNamesTheSchema(t *testing.T) {
+	t.Parallel()
 	ds := engine.DatasetFunc(4, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 		s.Tensor("label")
 		return nil
@@ -353,9 +360,11 @@ func TestTimeoutNamesTheStuckSample(t *testing.T) {
 }
 
 func TestCancelStopsPromptlyAndNextEpochWorks(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 1, 4} {
 		for _, restart := range []bool{false, true} {
 			t.Run(fmt.Sprintf("workers=%d/restart=%v", workers, restart), func(t *testing.T) {
+				t.Parallel()
 				ds := engine.DatasetFunc(1000, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 					if s.Index() >= 50 {
 						select { // a slow sample that honours ctx

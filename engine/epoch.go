@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 )
@@ -52,6 +53,11 @@ type run struct {
 	budget   int        // samples the epoch may skip
 	err      error      // a failure of the run itself (not of a sample)
 
+	// The consumer's count of the run's deliveries, for its progress
+	// lines (Config.LogEvery): the time of the first, batches and samples.
+	t0             time.Time
+	taken1, tookSm int
+
 	reader  epochReader // what the access runs beside the workers; see NOTE [access]
 	offset  int         // the number of batch 0 (a resumed epoch starts past 0)
 	numbers []int       // with an out-of-order resume, batch k's number; nil: offset+k
@@ -77,10 +83,10 @@ type run struct {
 // lock (finish), and adds to done only once it has unlocked: the consumer
 // that done wakes finds mu free, instead of spinning on it while the worker
 // takes it again to claim. BenchmarkMegatronSequences and BenchmarkTokens
-// at Workers 1 measure the hand-off against a memcpy of the same bytes
-// (bench/RESULTS.md has their figures, and what was tried and not kept:
-// a worker spinning for a take before it sleeps on a full window, a
-// consumer spinning without yielding while a P is free).
+// at Workers 1 measure the hand-off against a memcpy of the same bytes;
+// by them, these were tried and not kept: a worker spinning for a take
+// before it sleeps on a full window, a consumer spinning without
+// yielding while a P is free.
 
 func newRun(ctx context.Context, l *loader, epoch int, batches batchList, workers []*worker) *run {
 	r := &run{

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -36,7 +37,24 @@ func (e *SampleError) Error() string {
 	if e.Worker < 0 {
 		who = "consumer goroutine"
 	}
-	return fmt.Sprintf("engine: sample %d (epoch %d, %s): %v", e.Index, e.Epoch, who, e.Err)
+	hint := ""
+	if badData(e.Err) {
+		hint = sampleHint
+	}
+	return fmt.Sprintf("engine: sample %d (epoch %d, %s): %v%s", e.Index, e.Epoch, who, e.Err, hint)
+}
+
+// sampleHint ends the message of a SampleError whose sample's data may
+// be bad (a corrupt file, a missing member): what to do about it.
+const sampleHint = " (Config.OnError skips or retries failing samples; tensorbatch shards verify lists every bad sample of a set of shards before a run)"
+
+// badData reports whether err, a Fill's, may be the sample's data at
+// fault: not a cancellation, a timeout, runtime.Goexit or a panic (a bug,
+// not data).
+func badData(err error) bool {
+	var p *panicked
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrTimeout) && !errors.Is(err, ErrGoexit) && !errors.As(err, &p)
 }
 
 func (e *SampleError) Unwrap() error { return e.Err }
@@ -44,10 +62,15 @@ func (e *SampleError) Unwrap() error { return e.Err }
 // panicError turns a recovered value into an error, keeping error values.
 func panicError(v any) error {
 	if err, ok := v.(error); ok {
-		return fmt.Errorf("panic: %w", err)
+		return &panicked{fmt.Errorf("panic: %w", err)}
 	}
-	return fmt.Errorf("panic: %v", v)
+	return &panicked{fmt.Errorf("panic: %v", v)}
 }
+
+// panicked is a recovered panic as an error.
+type panicked struct{ error }
+
+func (p *panicked) Unwrap() error { return errors.Unwrap(p.error) }
 
 // configError names the Config field at fault.
 func configError(field string, format string, args ...any) error {

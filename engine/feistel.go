@@ -74,8 +74,8 @@ func (f *feistel) at(i int) int {
 // first, four at a time (encrypt4) and with no branch on the values, so
 // that the CPU overlaps encryptions that are each a chain of dependent
 // multiplies and shifts; the values past n (fewer than half) then walk on
-// one by one. A batch's 32 positions take 0.5-0.65 of the time of at
-// over them (BenchmarkShuffledBatch; bench/RESULTS.md, stop 32).
+// one by one. BenchmarkShuffledBatch compares a batch's 32 positions
+// this way with at over them.
 func (f *feistel) fill(dst []int, from int) {
 	if f.n < 2 {
 		for j := range dst {

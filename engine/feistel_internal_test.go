@@ -21,6 +21,7 @@ func lazyOf(t testing.TB, s lazySampler, epoch int) lazyOrder {
 
 // Every position of every small N maps to a distinct index below N.
 func TestShuffledIsAPermutationOfEverySmallN(t *testing.T) {
+	t.Parallel()
 	seen, stamp := make([]int, 2001), 0
 	for n := range 2001 {
 		for _, seed := range []uint64{0, 0xdeadbeef} {
@@ -42,6 +43,7 @@ func TestShuffledIsAPermutationOfEverySmallN(t *testing.T) {
 
 // Large N, sampled: no two positions give the same index, all below N.
 func TestShuffledIsAPermutationOfLargeN(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1e12 + 7, 1<<61 + 1, 1<<62 - 3, maxLazySamples} {
 		o := lazyOf(t, Shuffled{N: n, Seed: 11}, 5)
 		r := rand.New(rand.NewPCG(1, 2))
@@ -91,6 +93,7 @@ func chiSquare(counts []int) (chi2, p float64) {
 // Past smallShuffle the order is the Feistel network's, whose first
 // positions are checked the same way at a few N.
 func TestShuffledIsUniform(t *testing.T) {
+	t.Parallel()
 	type stat struct {
 		name   string
 		counts []int
@@ -161,6 +164,7 @@ func permRank(p []int) int {
 
 // Epochs, seeds and draws give other permutations.
 func TestShuffledKeysDiffer(t *testing.T) {
+	t.Parallel()
 	base := Shuffled{N: 1000, Seed: 1}.Order(0)
 	assert.NotEqual(t, base, Shuffled{N: 1000, Seed: 2}.Order(0))
 	assert.NotEqual(t, base, Shuffled{N: 1000, Seed: 1}.Order(1))
@@ -190,6 +194,7 @@ func TestShuffledFirstPositionTakesConstantMemory(t *testing.T) {
 // and the split across ranks, with padding, DropUneven and a resume's
 // skip.
 func TestLazyOrdersAreTheirOrders(t *testing.T) {
+	t.Parallel()
 	samplers := []lazySampler{Sequential{N: 0}, Sequential{N: 13}, Shuffled{N: 1}, Shuffled{N: 13, Seed: 4}, Shuffled{N: 7, Seed: 4, NumSamples: 23}, Shuffled{N: 50, Seed: 9, NumSamples: 3}}
 	for _, s := range samplers {
 		for epoch := range 3 {

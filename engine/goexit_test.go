@@ -60,6 +60,7 @@ func goexitDataset(t *testing.T, stream bool, bad int) engine.Dataset {
 }
 
 func TestGoexitInFillEndsTheEpochWithASampleError(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		for _, workers := range []int{1, 4} {
 			for _, tc := range []struct {
@@ -102,6 +103,7 @@ func TestGoexitInFillEndsTheEpochWithASampleError(t *testing.T) {
 }
 
 func TestGoexitInFillWithWorkers0EndsTheConsumerGoroutine(t *testing.T) {
+	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		for _, timeout := range []time.Duration{0, time.Minute} {
 			t.Run(fmt.Sprintf("stream %v timeout %v", stream, timeout), func(t *testing.T) {
@@ -135,6 +137,7 @@ func TestGoexitInFillWithWorkers0EndsTheConsumerGoroutine(t *testing.T) {
 }
 
 func TestGoexitInWorkerInitEndsTheEpoch(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{1, 3} {
 		var exited atomic.Bool
 		init := engine.WorkerInitFunc(func(ctx context.Context, worker int) error {

@@ -119,6 +119,7 @@ func TestCopyErrorArrivesAtItsBatch(t *testing.T) {
 }
 
 func TestCPUBackendHasNoDeviceTensor(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{BatchSize: 4, Backend: "cpu"})
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)

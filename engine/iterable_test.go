@@ -122,6 +122,7 @@ func streamDataset(t *testing.T, m *memStream, sc engine.IterableConfig) *engine
 }
 
 func TestStreamLoadsEverySampleOnceInShardOrder(t *testing.T) {
+	t.Parallel()
 	d := streamDataset(t, newMemStream(5, 0, 7, 3), engine.IterableConfig{})
 	assert.Equal(t, 15, d.Len())
 	for _, workers := range []int{0, 1, 3} {
@@ -134,6 +135,7 @@ func TestStreamLoadsEverySampleOnceInShardOrder(t *testing.T) {
 }
 
 func TestStreamBatchesAreBitIdenticalForAnyWorkers(t *testing.T) {
+	t.Parallel()
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 16}
 	var want []step
 	for _, workers := range []int{0, 1, 2, 4} {
@@ -178,6 +180,7 @@ func rankIDs(t *testing.T, counts []int, world int, sc engine.IterableConfig, cf
 }
 
 func TestStreamSplitsAcrossRanksAsDistributedSampler(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		counts []int
@@ -225,6 +228,7 @@ func TestStreamSplitsAcrossRanksAsDistributedSampler(t *testing.T) {
 }
 
 func TestStreamShardOrderIsPureFunctionOfSeedAndEpoch(t *testing.T) {
+	t.Parallel()
 	counts := []int{3, 5, 2, 4, 1, 6}
 	sc := engine.IterableConfig{ShuffleShards: true}
 	seq := func(seed uint64, epoch, world int) []int {
@@ -249,6 +253,7 @@ func TestStreamShardOrderIsPureFunctionOfSeedAndEpoch(t *testing.T) {
 }
 
 func TestStreamReadAheadIsBounded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		bytes       int64
 		buffer, pad int // the records the bound allows
@@ -274,6 +279,7 @@ func TestStreamReadAheadIsBounded(t *testing.T) {
 }
 
 func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		set    func(m *memStream)
@@ -296,6 +302,7 @@ func TestStreamReadErrorsNameTheShardAndEndTheEpoch(t *testing.T) {
 }
 
 func TestStreamCancelMidShardEndsTheEpoch(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 2} {
 		m := newMemStream(8, 8)
 		m.stallAt = "1/3" // a read that waits, as a slow server's
@@ -318,6 +325,7 @@ func TestStreamCancelMidShardEndsTheEpoch(t *testing.T) {
 }
 
 func TestStreamResumesBitIdentically(t *testing.T) {
+	t.Parallel()
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 7}
 	cfg := engine.Config{BatchSize: 3, Seed: 5, Workers: 2}
 	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(10, 7, 12), sc), cfg), 0, 2, -1)
@@ -337,6 +345,7 @@ func TestStreamResumesBitIdentically(t *testing.T) {
 }
 
 func TestIterableConfigErrors(t *testing.T) {
+	t.Parallel()
 	d := streamDataset(t, newMemStream(4, 4), engine.IterableConfig{})
 	for _, tc := range []struct {
 		cfg  engine.Config
@@ -357,6 +366,7 @@ func TestIterableConfigErrors(t *testing.T) {
 }
 
 func TestIterableDatasetServesTwoLoadersAtOnce(t *testing.T) {
+	t.Parallel()
 	sc := engine.IterableConfig{ShuffleShards: true, ShuffleBuffer: 5}
 	counts := []int{10, 7, 12, 3}
 	cfg := engine.Config{BatchSize: 3, Seed: 5}
@@ -399,6 +409,7 @@ func TestIterableDatasetServesTwoLoadersAtOnce(t *testing.T) {
 }
 
 func TestIterableDatasetServesLoadersOneAfterAnother(t *testing.T) {
+	t.Parallel()
 	sc := engine.IterableConfig{ShuffleBuffer: 4}
 	cfg := engine.Config{BatchSize: 4, Seed: 9, Workers: 2}
 	want, _ := runSteps(t, newLoader(t, streamDataset(t, newMemStream(9, 9), sc), cfg), 0, 1, -1)
@@ -453,6 +464,7 @@ func (p *prefetchStream) Open(ctx context.Context, sh engine.ShardInfo) (engine.
 // a rank's reader tells a Prefetcher the shards it opens after that one
 // this epoch, in their order, shuffled or not, with any world size.
 func TestStreamTellsAPrefetcherWhatItOpensNext(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		shuffle     bool
 		rank, world int

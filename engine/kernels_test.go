@@ -31,6 +31,7 @@ func tensorsDataset(t testing.TB, n int) *engine.TensorsDataset {
 }
 
 func TestTensorsDatasetGathersRows(t *testing.T) {
+	t.Parallel()
 	ds := tensorsDataset(t, 100)
 	assert.Equal(t, collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3, 4}}, {Name: "y", DType: collate.Int64, Shape: []int{}}}, ds.Schema())
 	var ref [][]byte
@@ -60,6 +61,7 @@ func TestTensorsDatasetGathersRows(t *testing.T) {
 }
 
 func TestTensorsErrorsNameTheTensor(t *testing.T) {
+	t.Parallel()
 	a, _ := collate.FromSlice(make([]float32, 6), 3, 2)
 	b, _ := collate.FromSlice(make([]int64, 4))
 	_, err := engine.Tensors([]string{"a", "b"}, a, b)
@@ -92,6 +94,7 @@ func fillSeq(_ context.Context, s *engine.Slot) error {
 }
 
 func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 3} {
 		for _, skipZero := range []bool{false, true} {
 			t.Run(fmt.Sprintf("workers=%d/skipzero=%v", workers, skipZero), func(t *testing.T) {
@@ -147,6 +150,7 @@ func TestDynamicFieldsArePaddedToTheLongest(t *testing.T) {
 }
 
 func TestDynamicFieldErrorsNameFieldAndIndex(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		fill func(s *engine.Slot)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestConfigErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	ds := engine.DatasetFunc(10, indexSchema, fillIndex)
 	for _, tc := range []struct {
 		cfg   engine.Config
@@ -48,6 +49,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 }
 
 func TestBadDatasetsAreErrors(t *testing.T) {
+	t.Parallel()
 	_, err := engine.New(nil, engine.Config{})
 	assert.ErrorContains(t, err, "nil Dataset")
 
@@ -68,6 +70,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestCloseAtAnyPoint(t *testing.T) {
+	t.Parallel()
 	slow := func(ctx context.Context, s *engine.Slot) error {
 		select {
 		case <-ctx.Done():
@@ -145,6 +148,7 @@ func TestCloseAtAnyPoint(t *testing.T) {
 }
 
 func TestRetainedBatchIsNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 3} {
 		l := newLoader(t, engine.DatasetFunc(64, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: workers, Shuffle: true})
 		var kept []*engine.Batch
@@ -201,6 +205,7 @@ func TestRetainedBatchKeepsItsIndices(t *testing.T) {
 }
 
 func TestBatchMisuseNamesTheBatch(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(8, indexSchema, fillIndex), engine.Config{BatchSize: 4})
 	var b *engine.Batch
 	for bb, err := range l.Epoch(context.Background(), 5) {
@@ -222,6 +227,7 @@ func TestBatchMisuseNamesTheBatch(t *testing.T) {
 // when used after hundreds of later batches (more than a slab of
 // Batches), and batches retained across them keep their own indices.
 func TestReleasedBatchStaysReleased(t *testing.T) {
+	t.Parallel()
 	for _, w := range []int{0, 2} {
 		l := newLoader(t, engine.DatasetFunc(1000, indexSchema, fillIndex), engine.Config{BatchSize: 2, Workers: w})
 		var first *engine.Batch
@@ -250,6 +256,7 @@ func TestReleasedBatchStaysReleased(t *testing.T) {
 }
 
 func TestOneEpochAtATime(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(8, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: 1})
 	for _, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
@@ -263,6 +270,7 @@ func TestOneEpochAtATime(t *testing.T) {
 }
 
 func TestSamplesAreZeroedUnlessSkipZero(t *testing.T) {
+	t.Parallel()
 	// Fill writes only on epoch 0; later epochs reuse the buffers.
 	ds := engine.DatasetFunc(8, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 		if s.Epoch() == 0 {
@@ -299,6 +307,7 @@ func (bucketed) Batches(epoch int) [][]int {
 }
 
 func TestCustomBatchSampler(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 2} {
 		l := newLoader(t, engine.DatasetFunc(10, indexSchema, fillIndex), engine.Config{BatchSampler: bucketed{}, Workers: workers})
 		got, mem := collect(t, l, 0)
@@ -338,9 +347,38 @@ func TestRestartWorkersEndWithTheEpoch(t *testing.T) {
 }
 
 func TestSampleErrorUnwrapsAndFormats(t *testing.T) {
+	t.Parallel()
 	e := &engine.SampleError{Index: 3, Epoch: 1, Worker: -1, Err: context.DeadlineExceeded}
 	assert.Equal(t, "engine: sample 3 (epoch 1, consumer goroutine): context deadline exceeded", e.Error())
 	assert.True(t, errors.Is(e, context.DeadlineExceeded))
+}
+
+// A sample whose data may be bad says what to do about it: skip or retry
+// (Config.OnError), find every bad sample first (tensorbatch shards
+// verify); a panic, a timeout or a cancellation, which are not the data's,
+// does not.
+func TestSampleErrorSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fill func(context.Context, *engine.Slot) error
+		hint bool
+	}{
+		{func(context.Context, *engine.Slot) error {
+			return errors.New("train/0001.jpg: truncated or corrupt image")
+		}, true},
+		{func(context.Context, *engine.Slot) error { panic("index out of range") }, false},
+		{func(context.Context, *engine.Slot) error { return context.DeadlineExceeded }, false},
+	} {
+		l := newLoader(t, engine.DatasetFunc(4, indexSchema, tc.fill), engine.Config{BatchSize: 2})
+		var got error
+		for _, err := range l.Epoch(context.Background(), 0) {
+			got = err
+		}
+		require.Error(t, got)
+		for _, want := range []string{"Config.OnError", "tensorbatch shards verify"} {
+			assert.Equal(t, tc.hint, strings.Contains(got.Error(), want), "%v", got)
+		}
+	}
 }
 
 // workerGoroutines counts the goroutines running a loader worker.
@@ -357,6 +395,7 @@ func workerGoroutines() int {
 // samples; with the check off (TENSORBATCH_CHECK_RELEASED=0) the read
 // goes unchecked, zero copy as always.
 func TestStaleTensorReadIsReported(t *testing.T) {
+	t.Parallel()
 	for _, w := range []int{0, 2} {
 		l := newLoader(t, engine.DatasetFunc(1000, indexSchema, fillIndex), engine.Config{BatchSize: 10, Workers: w})
 		var stale, kept collate.Tensor

@@ -12,6 +12,7 @@ import (
 // past it, and nothing else on their line; the workers' counters a line
 // apart from the consumer's.
 func TestHandOffLines(t *testing.T) {
+	t.Parallel()
 	line := unsafe.Sizeof(cacheLinePad{})
 	var r run
 	assert.Zero(t, unsafe.Offsetof(r.mu), "mu starts the run")

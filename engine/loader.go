@@ -361,12 +361,33 @@ func (l *loader) delivered(k int) {
 }
 
 // progress logs a progress line every Config.LogEvery batches.
+//
+// Its rate is the samples a second since the epoch's first batch on this
+// run, and the time left the epoch's batches still to come at the rate
+// of the batches so far.
 func (l *loader) progress(r *run, b *Batch) {
-	if e := l.cfg.LogEvery; e > 0 && l.batches.Load()%int64(e) == 0 {
-		st := l.Stats()
-		l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", r.batches.count()+r.offset,
-			"batches", st.Batches, "data_bound", fmt.Sprintf("%.1f%%", 100*st.DataBound), "in_flight", st.InFlight)
+	e := l.cfg.LogEvery
+	if e <= 0 {
+		return
 	}
+	if r.taken1++; r.taken1 == 1 {
+		r.t0 = time.Now()
+	} else {
+		r.tookSm += b.Len()
+	}
+	if l.batches.Load()%int64(e) != 0 {
+		return
+	}
+	st := l.Stats()
+	rate, left := "", ""
+	if el := time.Since(r.t0); r.taken1 > 1 && el > 0 {
+		rate = fmt.Sprintf("%.1f", float64(r.tookSm)/el.Seconds())
+		rest := r.batches.count() - r.taken1
+		left = (el / time.Duration(r.taken1-1) * time.Duration(rest)).Round(time.Second).String()
+	}
+	l.logger.Info("tensorbatch: progress", "epoch", r.epoch, "batch", b.number, "of", r.batches.count()+r.offset,
+		"samples_per_s", rate, "epoch_left", left,
+		"batches", st.Batches, "data_bound", fmt.Sprintf("%.1f%%", 100*st.DataBound), "in_flight", st.InFlight)
 }
 
 // warnDropLast warns, once per loader, that DropLast left epoch without a

@@ -34,6 +34,7 @@ func failing(bad ...int) engine.Dataset {
 }
 
 func TestSkipPolicyDeliversShortBatchesDeterministically(t *testing.T) {
+	t.Parallel()
 	var want []step
 	for _, workers := range []int{0, 1, 3} {
 		l := newLoader(t, failing(4, 5, 6, 7, 13), engine.Config{BatchSize: 4, Workers: workers, OnError: engine.ErrorPolicy{Skip: 5}})
@@ -69,6 +70,7 @@ func TestSkipPolicyDeliversShortBatchesDeterministically(t *testing.T) {
 }
 
 func TestSkipBudgetExhaustedEndsTheEpochAtTheSameSample(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []engine.ErrorPolicy{{Skip: 2}, {SkipFraction: 0.05}} { // 5% of 40 is 2
 		for _, workers := range []int{0, 2, 4} {
 			l := newLoader(t, failing(3, 9, 17, 30), engine.Config{BatchSize: 4, Workers: workers, OnError: policy})
@@ -83,6 +85,7 @@ func TestSkipBudgetExhaustedEndsTheEpochAtTheSameSample(t *testing.T) {
 }
 
 func TestTransientErrorsAreRetried(t *testing.T) {
+	t.Parallel()
 	var tries sync.Map
 	flaky := engine.DatasetFunc(16, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 		v, _ := tries.LoadOrStore(s.Index(), new(atomic.Int32))
@@ -125,6 +128,7 @@ func TestTransientErrorsAreRetried(t *testing.T) {
 }
 
 func TestErrorPolicyErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	ds := engine.DatasetFunc(8, indexSchema, fillIndex)
 	for _, tc := range []struct {
 		p    engine.ErrorPolicy
@@ -154,6 +158,7 @@ func TestErrorPolicyErrorsNameTheField(t *testing.T) {
 }
 
 func TestOutOfOrderDeliversCompleteBatchesFirst(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	ds := engine.DatasetFunc(40, indexSchema, func(ctx context.Context, s *engine.Slot) error {
 		if s.Index() == 1 && s.Epoch() == 0 {
@@ -180,6 +185,7 @@ func TestOutOfOrderDeliversCompleteBatchesFirst(t *testing.T) {
 }
 
 func TestWorkerInitRunsOncePerWorkerGoroutine(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		var calls sync.Map
 		var workersSeen sync.Map
@@ -317,6 +323,7 @@ func TestStatsSayWhetherTheLoopWaitsForData(t *testing.T) {
 var expvarCounts = []string{"batches", "samples", "active_workers", "fills_retried", "samples_skipped", "abandoned_workers"}
 
 func TestConfigLogsItsEffectiveSettings(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	l := newLoader(t, engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{Workers: 3, Seed: 7})
@@ -335,4 +342,7 @@ func TestProgressLinesEveryNBatches(t *testing.T) {
 	runSteps(t, l, 0, 1, -1)
 	assert.Equal(t, 2, bytes.Count(buf.Bytes(), []byte("tensorbatch: progress")), buf.String())
 	assert.Contains(t, buf.String(), "data_bound=")
+	// A rate, and the time left in the epoch: 5 batches after the 5th.
+	assert.Regexp(t, `batch=4 of=10 samples_per_s=[0-9.]+ epoch_left=[0-9.a-zµ]+s `, buf.String())
+	assert.Regexp(t, `batch=9 of=10 samples_per_s=[0-9.]+ epoch_left=0s `, buf.String())
 }

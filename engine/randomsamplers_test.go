@@ -55,6 +55,7 @@ func normalized(w []float64) []float64 {
 }
 
 func TestRandomWithReplacementIsUniformAndPure(t *testing.T) {
+	t.Parallel()
 	s := engine.RandomWithReplacement{N: 7, NumSamples: 70000, Seed: 1}
 	o := s.Order(0)
 	require.Len(t, o, 70000)
@@ -69,6 +70,7 @@ func TestRandomWithReplacementIsUniformAndPure(t *testing.T) {
 }
 
 func TestShuffledNumSamplesDrawsSuccessivePermutations(t *testing.T) {
+	t.Parallel()
 	base := engine.Shuffled{N: 10, Seed: 3}
 	assert.Equal(t, base.Order(2), engine.Shuffled{N: 10, Seed: 3, NumSamples: 10}.Order(2))
 	long := engine.Shuffled{N: 10, Seed: 3, NumSamples: 25}.Order(2)
@@ -89,6 +91,7 @@ func TestShuffledNumSamplesDrawsSuccessivePermutations(t *testing.T) {
 }
 
 func TestWeightedRandomWithReplacementHonoursWeights(t *testing.T) {
+	t.Parallel()
 	w := []float64{1, 0, 2, 3, 0, 4}
 	s := engine.WeightedRandom{Weights: w, NumSamples: 100000, Replacement: true, Seed: 7}
 	o := s.Order(0)
@@ -103,6 +106,7 @@ func TestWeightedRandomWithReplacementHonoursWeights(t *testing.T) {
 }
 
 func TestWeightedRandomWithoutReplacementHasNoRepeats(t *testing.T) {
+	t.Parallel()
 	w := []float64{1, 0, 2, 3, 0, 4}
 	p := normalized(w)
 	var first, all [][]int
@@ -135,6 +139,7 @@ func TestWeightedRandomWithoutReplacementHasNoRepeats(t *testing.T) {
 }
 
 func TestSamplersValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		s    interface{ Validate() error }
 		want string // "" means valid
@@ -173,6 +178,7 @@ func TestSamplersValidate(t *testing.T) {
 // Through a Loader, an invalid sampler is an error of New naming
 // Config.Sampler, and a valid one's order is what the loader visits.
 func TestRandomSamplersThroughTheLoader(t *testing.T) {
+	t.Parallel()
 	_, err := engine.New(engine.DatasetFunc(4, indexSchema, fillIndex), engine.Config{Sampler: engine.WeightedRandom{Weights: []float64{1, -1, 1, 1}}})
 	assert.ErrorIs(t, err, engine.ErrSampler)
 	assert.ErrorContains(t, err, "engine: Config.Sampler: engine: WeightedRandom: weight 1 is -1")

@@ -35,6 +35,7 @@ func (c *doneOnSecondLook) Err() error {
 }
 
 func TestCancelAsTheEpochStartsIsAnErrorNeverAPanic(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 2} {
 		l := newLoader(t, engine.DatasetFunc(64, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: workers})
 		for i := range 300 {
@@ -248,6 +249,7 @@ func (d *changingLen) Len() int {
 }
 
 func TestLenIsCheckedAtEveryEpoch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		later int
 		msg   string
@@ -274,6 +276,7 @@ func TestLenIsCheckedAtEveryEpoch(t *testing.T) {
 }
 
 func TestBatchMisusePanicsAndTouchesNoRecycledBuffer(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(64, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: 2})
 	after := "after its last Release: its buffers may hold another batch"
 	var kept *engine.Batch
@@ -322,6 +325,7 @@ func TestBatchMisusePanicsAndTouchesNoRecycledBuffer(t *testing.T) {
 }
 
 func TestOverflowingBatchBytesNameBatchSize(t *testing.T) {
+	t.Parallel()
 	big := collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{1 << 20}}}
 	for _, tc := range []struct {
 		bs    int

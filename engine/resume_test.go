@@ -65,6 +65,7 @@ func roundTrip(t *testing.T, st engine.State) *engine.State {
 }
 
 func TestResumeAtRandomCutsMatchesTheUninterruptedRun(t *testing.T) {
+	t.Parallel()
 	const n, epochs = 53, 3
 	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
 	for _, tc := range []struct {
@@ -123,6 +124,7 @@ func sortSteps(s []step) {
 }
 
 func TestStateAfterAnEpochIsTheNextEpoch(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(10, indexSchema, fillIndex), engine.Config{BatchSize: 4, Seed: 3})
 	st := l.State()
 	assert.Equal(t, 0, st.Epoch)
@@ -182,6 +184,7 @@ func TestResumeWithAnotherWorldSizeLosesNothing(t *testing.T) {
 }
 
 func TestResumeRefusesAnotherDatasetNamingTheMismatch(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(20, indexSchema, fillIndex), engine.Config{BatchSize: 4, Seed: 1})
 	_, st := runSteps(t, l, 0, 1, 2)
 	for _, tc := range []struct {
@@ -208,6 +211,7 @@ func savedState(t *testing.T, n, batches int) engine.State {
 }
 
 func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
+	t.Parallel()
 	const n = 100
 	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
 	saved := savedState(t, n, 2)
@@ -284,6 +288,7 @@ func TestResumeRefusesAStateOfTheOtherKindOfSource(t *testing.T) {
 }
 
 func TestResumeWithALongDoneListResumesExactlyTheRest(t *testing.T) {
+	t.Parallel()
 	// 10^5 batches done out of order: an O(batches × Done) resume would take
 	// 10^10 steps; a linear one, a blink.
 	const n, done = 200_001, 100_000
@@ -314,6 +319,7 @@ func TestResumeWithALongDoneListResumesExactlyTheRest(t *testing.T) {
 }
 
 func TestResumeWithAMillionDoneStartsAtOnce(t *testing.T) {
+	t.Parallel()
 	// Starting the epoch matches 2×10^6 batches against 10^6 Done entries:
 	// 10^12 steps if each looked the list through (the test would hang),
 	// a few million with one merge. No clock is read.
@@ -340,6 +346,7 @@ func TestResumeWithAMillionDoneStartsAtOnce(t *testing.T) {
 }
 
 func TestResumedLoaderRefusesEarlierEpochs(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	ds := engine.DatasetFunc(n, indexSchema, fillIndex)
 	cfg := engine.Config{BatchSize: 4, Seed: 2, Shuffle: true}
@@ -517,6 +524,7 @@ func TestResumeRefusesAnotherDatasetOrOrder(t *testing.T) {
 // A state saved while State.Kind was named Source (JSON "source") reads
 // as its Kind.
 func TestStateReadsTheOldSourceKey(t *testing.T) {
+	t.Parallel()
 	var st engine.State
 	require.NoError(t, json.Unmarshal([]byte(`{"source":"iterable","epoch":2,"position":8}`), &st))
 	assert.Equal(t, engine.State{Kind: engine.KindIterable, Epoch: 2, Position: 8}, st)
@@ -526,4 +534,31 @@ func TestStateReadsTheOldSourceKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `"kind":"map"`)
 	assert.NotContains(t, string(data), `"source"`)
+}
+
+// A state resumes with another BatchSize (documented on State): the
+// epoch goes on at the same sample of its order, in batches of the new
+// size, nothing repeated or lost; the first batch's IndexInEpoch is the
+// Position over the new unit, rounded down.
+func TestResumeWithAnotherBatchSize(t *testing.T) {
+	ds := engine.DatasetFunc(40, indexSchema, fillIndex)
+	order := engine.Shuffled{N: 40, Seed: 3}.Order(0)
+	for _, size := range []int{6, 5, 2} {
+		l := newLoader(t, ds, engine.Config{BatchSize: 4, Shuffle: true, Seed: 3})
+		_, st := runSteps(t, l, 0, 1, 3) // 12 samples
+		require.Equal(t, 12, st.Position)
+		l2 := newLoader(t, ds, engine.Config{BatchSize: size, Shuffle: true, Seed: 3, Resume: roundTrip(t, st)})
+		var got []int
+		first := -1
+		for b, err := range l2.Epoch(context.Background(), 0) {
+			require.NoError(t, err)
+			if first < 0 {
+				first = b.IndexInEpoch()
+			}
+			assert.LessOrEqual(t, b.Len(), size)
+			got = append(got, b.Indices()...)
+		}
+		assert.Equal(t, order[12:], got, "BatchSize %d", size)
+		assert.Equal(t, 12/size, first, "BatchSize %d", size)
+	}
 }

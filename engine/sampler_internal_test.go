@@ -10,6 +10,7 @@ import (
 // perm must stay rand.Perm's permutation: the Shuffled and RandomSplit
 // orders of earlier releases, which used rand.Perm, must not change.
 func TestPermIsRandPerm(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 2, 3, 7, 1000, 1 << 17} {
 		for seed := range uint64(3) {
 			want := rand.New(rand.NewPCG(seed, 42)).Perm(n)
@@ -27,6 +28,7 @@ func TestPermIsRandPerm(t *testing.T) {
 // uint64n draws what rand's Uint64N draws from the same PCG, rejections
 // included (large n that are not powers of two reject often).
 func TestUint64nIsRandUint64N(t *testing.T) {
+	t.Parallel()
 	r, src := rand.New(rand.NewPCG(9, 10)), rand.NewPCG(9, 10)
 	ns := []uint64{1, 2, 3, 7, 1 << 20, 1<<20 + 1, 1 << 63, 1<<63 + 1, 3 << 62, ^uint64(0)}
 	for i := range 2000 {

@@ -185,6 +185,7 @@ func checkSplit(t *testing.T, d *IterableDataset, epoch int, seed uint64, world 
 // ranks (plan, which each rank's reader and loader use), and that every
 // sample is loaded exactly once on a rank by 8 workers.
 func TestScaleSplit10kShards64Ranks(t *testing.T) {
+	t.Parallel()
 	const nShards, world, workers = 10_000, 64, 8
 	counts := scaleCounts(nShards)
 	ctx := context.Background()

@@ -23,6 +23,14 @@ import (
 // dataset: nothing repeated or lost beyond the usual padding). The State
 // does not depend on Workers or PrefetchFactor.
 //
+// A State resumes with another BatchSize (or, for a map-style dataset,
+// another world size): Position counts samples, not batches, so the epoch
+// goes on at the same sample of its order, in batches of the new size,
+// nothing repeated or lost; the first batch's IndexInEpoch is then
+// Position ÷ (BatchSize × WorldSize), rounded down
+// (TestResumeWithAnotherBatchSize). An out-of-order state (Done) resumes
+// only with its own BatchSize and WorldSize.
+//
 // New refuses, naming the field, every State that does not fit the
 // loader: another Kind, dataset, length, schema or seed; a negative
 // field; a Position at or past the end of its epoch's order (a State taken

@@ -15,6 +15,7 @@ import (
 )
 
 func TestHistogramString(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, "n=0", engine.Histogram{}.String())
 	var h engine.Histogram
 	h.Count, h.Sum = 10, 10*1500*time.Microsecond
@@ -24,6 +25,7 @@ func TestHistogramString(t *testing.T) {
 }
 
 func TestStatsReadWell(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(40, indexSchema, fillIndex), engine.Config{BatchSize: 4, Workers: 2})
 	for _, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
@@ -59,6 +61,7 @@ func (p *packing) Report() map[string]int64 {
 // A Reporter's counts are in Stats.Dataset, in Stats.String and in the
 // expvar JSON, under its names; any other dataset has none.
 func TestStatsDatasetReport(t *testing.T) {
+	t.Parallel()
 	ds := &packing{Dataset: engine.DatasetFunc(8, indexSchema, fillIndex)}
 	l := newLoader(t, ds, engine.Config{BatchSize: 4, Workers: 2})
 	for _, err := range l.Epoch(context.Background(), 0) {

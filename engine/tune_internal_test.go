@@ -8,6 +8,7 @@ import (
 )
 
 func TestTunerAddsWorkersBeforePrefetch(t *testing.T) {
+	t.Parallel()
 	tu := newTuner(Config{Workers: 3, PrefetchFactor: DefaultPrefetchFactor}, true, true)
 	tu.epoch()
 	tu.observe(time.Second) // the epoch's first batch: not measured

@@ -60,6 +60,7 @@ func (*nilDataset) Schema() collate.Schema                         { return inde
 func (*nilDataset) Fill(ctx context.Context, s *engine.Slot) error { return fillIndex(ctx, s) }
 
 func TestConstructorsRefuseBadInput(t *testing.T) {
+	t.Parallel()
 	var nilStream *engine.IterableDataset
 	var nilPtr *nilDataset
 	good := engine.DatasetFunc(10, indexSchema, fillIndex)
@@ -118,6 +119,7 @@ func TestConstructorsRefuseBadInput(t *testing.T) {
 }
 
 func TestSchemaErrorsAreSchemaErrors(t *testing.T) {
+	t.Parallel()
 	tok := collate.Field{Name: "tok", DType: collate.Int32, Shape: []int{collate.Dynamic}, MaxLen: 16}
 	for _, tc := range []struct {
 		name   string
@@ -186,6 +188,7 @@ func TestDropLastEpochWithoutABatchWarnsOnce(t *testing.T) {
 // is an error naming Config.Sampler, for the lazy orders as for the
 // materialized ones, before any Fill sees an index out of range.
 func TestSamplerBeyondTheDataset(t *testing.T) {
+	t.Parallel()
 	for _, s := range []engine.Sampler{
 		engine.Shuffled{N: 9, Seed: 1},
 		engine.Sequential{N: 9},

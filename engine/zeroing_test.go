@@ -98,6 +98,7 @@ func TestFullWriterIsNotZeroed(t *testing.T) {
 
 // Concat and Subset write every byte when all they wrap does.
 func TestFullWriterThroughWrappers(t *testing.T) {
+	t.Parallel()
 	full, plain := entryDataset{full: true}, engine.DatasetFunc(8, entrySchema, func(context.Context, *engine.Slot) error { return nil })
 	writes := func(ds engine.Dataset, err error) bool {
 		require.NoError(t, err)

@@ -45,6 +45,7 @@ func assertShape(t collate.Tensor, shape ...int) bool {
 }
 
 func TestZeroSizeDimensionsFlowThroughTheLoader(t *testing.T) {
+	t.Parallel()
 	for _, workers := range []int{0, 2} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
 			l := newLoader(t, engine.DatasetFunc(10, zeroSchema, fillZero), engine.Config{BatchSize: 4, Workers: workers, Shuffle: true})
@@ -71,6 +72,7 @@ func TestZeroSizeDimensionsFlowThroughTheLoader(t *testing.T) {
 
 // A schema of only empty fields still loads: the buffer is never 0 bytes.
 func TestOnlyEmptyFieldsLoad(t *testing.T) {
+	t.Parallel()
 	schema := collate.Schema{{Name: "nothing", DType: collate.Uint8, Shape: []int{0, 7}}}
 	ds := engine.DatasetFunc(5, schema, func(_ context.Context, s *engine.Slot) error {
 		if !assertShape(s.Tensor("nothing"), 0, 7) {
@@ -138,6 +140,7 @@ func fillNewDTypes(_ context.Context, s *engine.Slot) error {
 }
 
 func TestNewDTypesFlowThroughTheLoader(t *testing.T) {
+	t.Parallel()
 	l := newLoader(t, engine.DatasetFunc(9, newDTypes, fillNewDTypes), engine.Config{BatchSize: 3, Workers: 2})
 	for b, err := range l.Epoch(context.Background(), 0) {
 		require.NoError(t, err)
@@ -177,6 +180,7 @@ func TestNewDTypesFlowThroughTheLoader(t *testing.T) {
 // Gather is dtype-agnostic: TensorsDataset fills batches of the new dtypes
 // with one kernel call a field.
 func TestTensorsDatasetGathersNewDTypes(t *testing.T) {
+	t.Parallel()
 	mask := []bool{true, false, false, true, true, true, false, false}
 	small := []int16{-1, 2, -3, 4, -5, 6, -7, 8}
 	empty, err := collate.MakeTensor(collate.Uint32, []int{8, 0}, nil)

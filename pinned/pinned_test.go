@@ -111,6 +111,7 @@ func TestPoolReusesOnlyAfterTheFence(t *testing.T) {
 }
 
 func TestPoolTryGetNeverWaitsNorAllocates(t *testing.T) {
+	t.Parallel()
 	be := &counting{}
 	p := pinned.NewPool(be, 0)
 	ctx := context.Background()
@@ -139,6 +140,7 @@ func TestPoolTryGetNeverWaitsNorAllocates(t *testing.T) {
 // Of the cached buffers of one size, the one put last comes back first:
 // the one most likely still in the CPU's cache.
 func TestPoolReusesTheLastPutFirst(t *testing.T) {
+	t.Parallel()
 	be := &counting{}
 	p := pinned.NewPool(be, 0)
 	ctx := context.Background()
@@ -210,6 +212,7 @@ func TestPoolLimitIsBackpressure(t *testing.T) {
 }
 
 func TestPoolAllocFailureSaysWhatIsInUse(t *testing.T) {
+	t.Parallel()
 	be := &counting{}
 	p := pinned.NewPool(be, 0)
 	a, err := p.Get(context.Background(), 5000)

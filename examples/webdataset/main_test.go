@@ -17,6 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // A short run from the shards: the loss falls epoch by epoch from about
 // chance (ln 3), and the held-out shard is classified far above chance.
 func TestTrainsFromShards(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	res, err := train(context.Background(), options{dir: dir, shards: 3, perShard: 40, size: 12, epochs: 4, workers: 2, batch: 16, lr: 0.01}, &out)
@@ -35,6 +36,7 @@ func TestTrainsFromShards(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"-epochs", "1", "-shards", "1", "-per-shard", "8"}, &out))
 	assert.Contains(t, out.String(), "epoch 0: loss")

@@ -16,6 +16,7 @@ func clearEnv(t *testing.T) {
 }
 
 func TestVarsListsEveryLauncher(t *testing.T) {
+	t.Parallel()
 	assert.ElementsMatch(t, []string{
 		"RANK", "WORLD_SIZE", "LOCAL_RANK",
 		"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -286,6 +286,9 @@ func check(t *testing.T, dir, wantSource, wantLocal string) {
 }
 
 func TestTorchrun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a torchrun job: slow; go test without -short runs it")
+	}
 	const python = "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
 		skipOrFail(t, "torchrun: %s is missing (scripts/install-deps.sh installs python3-torch)", python)
@@ -295,6 +298,9 @@ func TestTorchrun(t *testing.T) {
 }
 
 func TestMPIRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an mpirun job: slow; go test without -short runs it")
+	}
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
 		skipOrFail(t, "mpirun is missing (scripts/install-deps.sh installs Debian's openmpi-bin)")

@@ -21,6 +21,7 @@ func endless(p []byte) (int, error) {
 // end within the bound, refused past it, never reading more than the
 // bound and one byte.
 func TestFileThatGrows(t *testing.T) {
+	t.Parallel()
 	buf, n, err := fill("grows", nil, false, 10, 100, endless)
 	require.NoError(t, err)
 	assert.Equal(t, 10, n)
@@ -54,6 +55,7 @@ func TestFileThatGrows(t *testing.T) {
 
 // A file that ends sooner than fstat said gives what it has.
 func TestFileThatShrinks(t *testing.T) {
+	t.Parallel()
 	data := []byte("abc")
 	r := func(p []byte) (int, error) {
 		k := copy(p, data)

@@ -169,6 +169,7 @@ func findOpens(t *testing.T, root string) (found []string, matched map[string]bo
 // mapped other than through this package: the guarantee that only
 // regular files, within a bound, are read holds by construction.
 func TestOnlyOneWayToOpenAFile(t *testing.T) {
+	t.Parallel()
 	found, matched := findOpens(t, moduleRoot(t))
 	if len(found) > 0 {
 		t.Errorf("files opened or mapped other than through regfile (use Open, ReadFile, Buffer.Read or Map, "+

@@ -67,6 +67,7 @@ func write(t *testing.T, name string, data []byte) string {
 // A regular file reads whole by every way; an empty one is empty, not
 // an error.
 func TestRegularFiles(t *testing.T) {
+	t.Parallel()
 	data := []byte("0123456789abcdef")
 	p := write(t, "a.bin", data)
 	empty := write(t, "empty.bin", nil)
@@ -93,6 +94,7 @@ func TestRegularFiles(t *testing.T) {
 
 // A directory is refused by every way, naming it.
 func TestDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, open := range ways {
 		_, err := open(dir)
@@ -104,6 +106,7 @@ func TestDirectoryIsRefused(t *testing.T) {
 
 // A missing file is the system's error, naming the path.
 func TestMissingFile(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "none")
 	for name, open := range ways {
 		_, err := open(p)
@@ -115,6 +118,7 @@ func TestMissingFile(t *testing.T) {
 // A path with a NUL byte is an error (fs.ErrInvalid) quoting it, not
 // the file before the NUL.
 func TestPathWithNUL(t *testing.T) {
+	t.Parallel()
 	p := write(t, "a.bin", []byte("a"))
 	for name, open := range ways {
 		for _, bad := range []string{p + "\x00", p + "\x00.png", "\x00" + p} {

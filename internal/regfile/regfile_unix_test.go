@@ -72,6 +72,7 @@ func TestOnlyRegularFiles(t *testing.T) {
 // A file that says 0 bytes and has more (a file of /proc) is read to
 // its end, within the bound.
 func TestProcFile(t *testing.T) {
+	t.Parallel()
 	const p = "/proc/self/status"
 	fi, err := os.Stat(p)
 	if err != nil || fi.Size() != 0 {
