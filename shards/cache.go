@@ -30,6 +30,21 @@ const DefaultCacheReadAhead = 2
 // read in place. Tar and Parquet shards alike: a cached Parquet file is
 // read in place (its row groups by offset), not into memory.
 //
+// No request: a Source whose remote shards are all in dir lists,
+// counts, identifies (see Source.Fingerprint) and reads them with none.
+// The shard list (shardlist.json beside the shards, an IndexFile, an
+// HTTP folder's list) is kept in dir too, by its URL, as is the answer
+// that there is none; the copy is read instead of the server's only
+// while every shard of the Source is in dir, so that the counts it gives
+// are those of the copies read. When a shard is not (a first job, one
+// evicted, a shard added), the list is fetched again, and the copy
+// replaced: the shards downloaded then are counted by the server's list.
+// The trade-off: a list changed on the server is not seen while every
+// shard is cached, just as a changed shard is not (see Trust). The names
+// of a folder of an object store ("s3://bucket/train/") are listed by
+// New, a request or more, cache or not: name the shards by a pattern
+// ("train-{0000..0099}.tar") for none.
+//
 // A shard is written to dir as it downloads, and its readers read the
 // file as it grows: the first record does not wait for the whole shard.
 // The download goes on to the end when its reader stops early (another
@@ -37,7 +52,12 @@ const DefaultCacheReadAhead = 2
 // to its name only after its size, and its MD5 where the store says one
 // (S3's ETag of a shard uploaded in one part, GCS's x-goog-hash, Azure's
 // Content-MD5), match what the server said; a temp file left by a crash
-// is removed the next time a Source opens dir. A cached
+// is removed the next time a Source opens dir. Where the store says no
+// MD5 (an HTTP server, an S3 object uploaded in parts or put with no
+// checksum), only the size is checked: each such download is counted
+// (StorageStats.Unverified, "cache_unverified"), and the first of each
+// store is logged, once per process (log/slog, a warning naming the
+// store and the shard). A cached
 // shard is named by a hash of its URL followed by its base name
 // ("3f2a...-train-0001.tar"); a ".meta" file beside it holds its URL,
 // size and ETag, and a ".lock" file serializes its download.
@@ -63,12 +83,14 @@ const DefaultCacheReadAhead = 2
 // Trust: the cache is trusted for as long as it exists, as Mosaic
 // Streaming's is: a shard found in dir is not checked against the server,
 // so a shard replaced on the server under the same URL is read from the
-// cache until its file is removed. The one check that costs no request:
-// a shard list that gives a shard's size (filesize, as BuildShardList
-// writes for local shards) drops a cached copy of another size when the
-// Source lists its shards. To invalidate, remove dir (or the files of a
-// shard, "*-<base name>*") between jobs; a shard's size and ETag at
-// download are in its .meta file.
+// cache until its file is removed. (A resumed job's state records what
+// the cache serves, its version at download: Source.Fingerprint.) The
+// one check that costs no request: a shard list that gives a shard's
+// size (filesize, as BuildIndex writes for local shards) drops a
+// cached copy of another size when the Source lists its shards. To
+// invalidate, remove dir (or the files of a shard, "*-<base name>*", or
+// of the list, "*-shardlist.json*") between jobs; a shard's size and
+// ETag at download are in its .meta file.
 //
 // Faults: when dir cannot be made or written (a read-only or missing
 // mount, a full disk), the Source logs one warning (log/slog) and
@@ -83,8 +105,8 @@ const DefaultCacheReadAhead = 2
 // (wrapping around) instead.
 // Close the Source to cancel the downloads in flight.
 //
-// Source.StorageStats (and a loader's Stats.Dataset) counts the requests, bytes, hits, misses and
-// evictions.
+// Source.StorageStats (and a loader's Stats.Dataset) counts the
+// requests, bytes, hits, misses, evictions and unverified downloads.
 func Cache(dir string, limit int64) Option {
 	return func(o *options) { o.cacheDir, o.cacheLimit, o.cacheSet = dir, limit, true }
 }
@@ -119,7 +141,7 @@ type cache struct {
 	reserved  int64                // bytes of the downloads in flight
 	aheadNow  int                  // read-ahead downloads in flight
 
-	hits, misses, readAheads, evictions atomic.Int64
+	hits, misses, readAheads, evictions, unverified atomic.Int64
 
 	// whole remembers the shards complete found whole and those this
 	// cache downloaded, by key, so that the opens of later epochs find
@@ -133,8 +155,9 @@ type cache struct {
 
 // wholeEntry is a shard known whole.
 type wholeEntry struct {
-	name string
-	size int64
+	name    string
+	size    int64
+	version string // its ETag (else Last-Modified) at download
 }
 
 func newCache(dir string, limit int64, ahead int, o *Opener) *cache {
@@ -230,49 +253,55 @@ func isKey(n string) bool {
 
 func (c *cache) path(key string) string { return filepath.Join(c.dir, key) }
 
-// entryMeta is the .meta file of a cached shard.
+// entryMeta is the .meta file of a cached shard, or of a shard list.
 type entryMeta struct {
 	URL  string `json:"url"`
 	Size int64  `json:"size"`
 	ETag string `json:"etag,omitempty"`
+	// Absent: the file is a shard list's, which did not exist (see
+	// cachedList).
+	Absent bool `json:"absent,omitempty"`
 }
 
-// complete returns the size of the cached copy of name, if whole: its
+// complete returns the .meta of the cached copy of name, if whole: its
 // file and .meta exist, are regular files (a .meta replaced by a FIFO or
 // a link to a device is refused unread: the shard downloads again) and
 // agree; or, for a shard found whole before, its file exists with the
 // size it had then.
-func (c *cache) complete(k, name string) (int64, bool) {
+func (c *cache) complete(k, name string) (entryMeta, bool) {
 	c.wholeMu.Lock()
 	w, ok := c.whole[k]
 	c.wholeMu.Unlock()
 	if ok && w.name == name {
 		if fi, err := os.Stat(c.path(k)); err == nil && fi.Size() == w.size && fi.Mode().IsRegular() {
-			return w.size, true
+			return entryMeta{URL: name, Size: w.size, ETag: w.version}, true
 		}
 		c.forget(k)
 	}
 	data, err := regfile.ReadFile(c.path(k)+".meta", maxMetaBytes)
 	if err != nil {
-		return 0, false
+		return entryMeta{}, false
 	}
 	var m entryMeta
 	if json.Unmarshal(data, &m) != nil || m.URL != name {
-		return 0, false
+		return entryMeta{}, false
 	}
 	fi, err := os.Stat(c.path(k))
 	if err != nil || fi.Size() != m.Size || !fi.Mode().IsRegular() {
-		return 0, false
+		return entryMeta{}, false
 	}
-	c.remember(k, name, m.Size)
-	return m.Size, true
+	if !m.Absent {
+		c.remember(k, name, m.Size, m.ETag)
+	}
+	return m, true
 }
 
 // remember notes that the file at key k is shard name whole, of size
-// bytes: complete found it so, or its download was just renamed to it.
-func (c *cache) remember(k, name string, size int64) {
+// bytes and the version it had at download: complete found it so, or
+// its download was just renamed to it.
+func (c *cache) remember(k, name string, size int64, version string) {
 	c.wholeMu.Lock()
-	c.whole[k] = wholeEntry{name, size}
+	c.whole[k] = wholeEntry{name, size, version}
 	c.wholeMu.Unlock()
 }
 
@@ -298,11 +327,19 @@ func (c *cache) forget(k string) {
 // cachedSize returns the size of the cached copy of name, if any, with
 // no request.
 func (c *cache) cachedSize(name string) (int64, bool) {
+	m, ok := c.cached(name)
+	return m.Size, ok
+}
+
+// cached returns the .meta of the cached copy of name, if any, with no
+// request.
+func (c *cache) cached(name string) (entryMeta, bool) {
 	c.ready()
 	if c.isOff() {
-		return 0, false
+		return entryMeta{}, false
 	}
-	return c.complete(key(name), name)
+	m, ok := c.complete(key(name), name)
+	return m, ok && !m.Absent
 }
 
 // dropStale removes the cached copy of name if its size is not size (a
@@ -322,11 +359,11 @@ func (c *cache) dropStale(name string, size int64) {
 	if c.inUse[k] > 0 || c.downloads[k] != nil || !lk.try(true) {
 		return
 	}
-	if got, ok := c.complete(k, name); ok && got != size {
+	if got, ok := c.complete(k, name); ok && got.Size != size {
 		c.forget(k)
 		os.Remove(c.path(k) + ".meta")
 		os.Remove(c.path(k))
-		slog.Info("shards: cached shard is stale: its size differs from the shard list's", "shard", name, "cached", got, "listed", size)
+		slog.Info("shards: cached shard is stale: its size differs from the shard list's", "shard", name, "cached", got.Size, "listed", size)
 	}
 }
 
@@ -353,12 +390,14 @@ func (c *cache) open(ctx context.Context, name string) (io.ReadCloser, error) {
 			continue
 		}
 		if lk.try(false) {
-			if _, ok := c.complete(k, name); ok {
+			if m, ok := c.complete(k, name); ok {
 				if f, err := regfile.Open(c.path(k)); err == nil {
 					c.hits.Add(1)
 					now := time.Now()
 					os.Chtimes(c.path(k), now, now) // for LRU
-					return c.use(k, f, lk), nil
+					r := c.use(k, f, lk)
+					r.size, r.version = m.Size, m.ETag
+					return r, nil
 				}
 			}
 			lk.unlock()
@@ -419,7 +458,7 @@ func (c *cache) readAhead(name string) {
 }
 
 // use marks key k as read until the returned reader of f is closed.
-func (c *cache) use(k string, f *os.File, lk *fileLock) io.ReadCloser {
+func (c *cache) use(k string, f *os.File, lk *fileLock) *cachedReader {
 	c.mu.Lock()
 	c.inUse[k]++
 	c.mu.Unlock()
@@ -440,6 +479,9 @@ type cachedReader struct {
 	*os.File
 	once sync.Once
 	done func()
+
+	size    int64  // the shard's, for a whole one; else 0
+	version string // the shard's at download, for a whole one
 }
 
 func (r *cachedReader) Close() error {
@@ -507,5 +549,119 @@ func (c *cache) reserve(size int64) bool {
 		return false
 	}
 	c.reserved += size
+	return true
+}
+
+// cachedList returns the cached copy of the shard list name, with no
+// request: found is false where the list did not exist when it was
+// fetched; ok is false where no copy is cached.
+func (c *cache) cachedList(name string) (data []byte, found, ok bool) {
+	c.ready()
+	if c.isOff() {
+		return nil, false, false
+	}
+	k := key(name)
+	m, ok := c.complete(k, name)
+	switch {
+	case !ok:
+		return nil, false, false
+	case m.Absent:
+		return nil, false, true
+	}
+	data, err := regfile.ReadFile(c.path(k), maxReadFile)
+	if err != nil || int64(len(data)) != m.Size { // replaced or evicted meanwhile
+		return nil, false, false
+	}
+	now := time.Now()
+	os.Chtimes(c.path(k), now, now) // for LRU
+	return data, true, true
+}
+
+// keepList keeps data, the shard list name as just fetched (found false:
+// it does not exist), in the cache, beside its shards and within its
+// budget, for later Sources to read with no request (see Cache). It does
+// nothing where another process writes it now, and turns the cache off
+// where the folder cannot be written.
+func (c *cache) keepList(name string, data []byte, found bool) {
+	c.ready()
+	c.mu.Lock()
+	skip := c.off != nil || c.closed
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	k := key(name)
+	lk, err := openLock(c.path(k) + ".lock")
+	if err != nil {
+		c.disable(err)
+		return
+	}
+	defer lk.close()
+	c.mu.Lock()
+	busy := c.inUse[k] > 0
+	c.mu.Unlock()
+	if busy || !lk.try(true) {
+		return
+	}
+	c.forget(k)
+	os.Remove(c.path(k) + ".meta")
+	os.Remove(c.path(k))
+	if !c.reserve(int64(len(data))) {
+		return
+	}
+	defer func() {
+		c.mu.Lock()
+		c.reserved -= int64(len(data))
+		c.mu.Unlock()
+	}()
+	if err := c.writeFile(k, data, entryMeta{URL: name, Size: int64(len(data)), Absent: !found}); err != nil {
+		c.disable(err)
+	}
+}
+
+// writeFile writes data and its .meta m at key k, each by a temp file
+// renamed, the .meta first: a crash leaves k absent or whole.
+func (c *cache) writeFile(k string, data []byte, m entryMeta) error {
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		name string
+		data []byte
+	}{{c.path(k) + ".meta", meta}, {c.path(k), data}} {
+		f, err := os.CreateTemp(c.dir, filepath.Base(w.name)+".part-*")
+		if err != nil {
+			return err
+		}
+		_, err = cacheWrite(f, w.data)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), w.name)
+		}
+		if err != nil {
+			os.Remove(f.Name())
+			return err
+		}
+	}
+	return nil
+}
+
+// allWhole reports whether each remote shard of names is cached whole,
+// with no request.
+func (c *cache) allWhole(names []string) bool {
+	for _, n := range names {
+		if !remote(n) {
+			continue
+		}
+		if _, ok := c.cached(n); !ok {
+			return false
+		}
+	}
 	return true
 }

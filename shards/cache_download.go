@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
@@ -180,6 +181,34 @@ func (d *download) fetch() {
 		d.drop(f, err, true)
 		return
 	}
+	if sum == nil {
+		c.unverified.Add(1)
+		warnUnverified(d.name)
+	}
+}
+
+// warnedUnverified holds the stores (see storeName) whose downloads,
+// unchecked by an MD5, have been warned of in this process.
+var warnedUnverified sync.Map
+
+// warnUnverified warns, once per store and process, that the download
+// of shard name, the first of its store, was checked by its size alone:
+// the store gives no MD5 of its objects (HTTP servers but GCS's; S3
+// objects uploaded in parts, whose ETag is not one; objects put into a
+// store with no checksum).
+func warnUnverified(name string) {
+	st := storeName(name)
+	if _, dup := warnedUnverified.LoadOrStore(st, true); !dup {
+		slog.Warn("shards: the store gives no MD5 of its objects, so the cache checks what it downloads by size alone (StorageStats.Unverified counts them)", "store", st, "shard", name)
+	}
+}
+
+// storeName names the store of the remote shard name: its scheme and
+// host, or bucket ("https://host:8080", "s3://bucket").
+func storeName(name string) string {
+	scheme, rest, _ := strings.Cut(name, "://")
+	host, _, _ := strings.Cut(rest, "/")
+	return scheme + "://" + host
 }
 
 // fail ends the download with err, its readers' error, unless it is
@@ -226,7 +255,7 @@ func (d *download) commit(f *os.File, version string) error {
 	if err := os.Rename(f.Name(), c.path(d.key)); err != nil {
 		return err
 	}
-	c.remember(d.key, d.name, d.written)
+	c.remember(d.key, d.name, d.written, version)
 	d.state, d.tmp = committed, c.path(d.key)
 	close(d.changed)
 	d.changed = make(chan struct{})

@@ -8,6 +8,7 @@ import (
 )
 
 func TestExpand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		pattern string
 		want    []string
@@ -41,6 +42,7 @@ func TestExpand(t *testing.T) {
 }
 
 func TestExpandErrors(t *testing.T) {
+	t.Parallel()
 	for pattern, want := range map[string]string{
 		"a{0..3":        `pattern "a{0..3": unmatched { at byte 1`,
 		"a}":            `pattern "a}": unmatched } at byte 1`,
@@ -67,6 +69,7 @@ func TestExpandErrors(t *testing.T) {
 }
 
 func TestExpandRangeLen(t *testing.T) {
+	t.Parallel()
 	for _, g := range []string{"-105..105", "-05..05", "0000..0012", "9..11", "a..e", "-9223372036854775808..-9223372036854775800", "9223372036854775800..9223372036854775807"} {
 		r, ok, err := parseRange(g)
 		require.NoError(t, err, g)

@@ -251,6 +251,7 @@ func fuzzInput(t *testing.T, path string) []byte {
 // are (a loop over a declared size would make more), and end with the
 // error the input calls for.
 func TestTarWorkIsBoundedByItsBytes(t *testing.T) {
+	t.Parallel()
 	inputs := map[string][]byte{
 		"a member of 1 TiB, 4 KB there": hugeMember(t, "a.bin", 1<<40, 4<<10),
 		"a member of 2⁶² bytes":         hugeMember(t, "k.jpg", 1<<62, 100),
@@ -297,6 +298,7 @@ func TestTarWorkIsBoundedByItsBytes(t *testing.T) {
 // fuzz target of the module, with minimizing bounded (FuzzTar made 11 to
 // 17 runs in a minute under go test's default, 60 s per input found).
 func TestMakeFuzzRunsEveryTarget(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile("../Makefile")
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^fuzz:\n\t.*scripts/fuzz\.sh`, string(mk))

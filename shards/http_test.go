@@ -309,6 +309,7 @@ func TestHTTPEmptyAndSmallFiles(t *testing.T) {
 // is an unknown size, anything else malformed, or a range not from the
 // byte asked for, or a total that ends before the range, an error.
 func TestRangeTotal(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		off    int64
 		cr     string

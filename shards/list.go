@@ -48,7 +48,7 @@ func isShardName(name string) bool {
 //     listing that would never end), more than 100,000 pages or more than
 //     10,000,000 shards are an error naming the store, bucket and prefix.
 //   - http(s)://host/path/: the shards that the folder's shard list,
-//     path/shardlist.json (see ShardList), names, in its order; a folder
+//     path/shardlist.json (see Index), names, in its order; a folder
 //     without one is an error naming the list's URL, as HTTP has no
 //     listing.
 //   - a local folder (a path or file:// URL): its files, not its
@@ -126,7 +126,7 @@ func (o *Opener) listPages(ctx context.Context, s store.Store, prefix string, lo
 		a, err := o.do(ctx, &rs, func() string { return fmt.Sprintf("at page %d", page) }, func(a *attempt) error {
 			var err error
 			keys, next, err = s.List(a.ctx, bucket, key, token, listPageSize)
-			return err
+			return noSuchHost(loc, err)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("shards: listing %s: %w", prefix, err)
@@ -168,6 +168,13 @@ func abbrev(s string) string {
 func (o *Opener) listHTTP(ctx context.Context, prefix string) ([]string, error) {
 	index := prefix + "shardlist.json"
 	data, found, err := o.ReadFile(ctx, index)
+	return listedShards(prefix, index, data, found, err)
+}
+
+// listedShards returns the shards that the shard list index of the
+// folder prefix names, read as data (found false: it does not exist)
+// with err.
+func listedShards(prefix, index string, data []byte, found bool, err error) ([]string, error) {
 	switch {
 	case err != nil:
 		return nil, err
@@ -177,7 +184,7 @@ func (o *Opener) listHTTP(ctx context.Context, prefix string) ([]string, error) 
 	if _, _, err := listedCounts(index, data); err != nil { // checks the list
 		return nil, err
 	}
-	var l ShardList
+	var l Index
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, fmt.Errorf("shards: index %s: %w", index, err)
 	}

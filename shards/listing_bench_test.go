@@ -15,8 +15,8 @@ import (
 // shardlist.json (Source.Shards, which checks each count against the
 // shard's size) from a local HTTP server, and reports what the server
 // sent (server-MB) and the connections it saw (conns) per listing.
-// Sizes came from a GET of each whole shard, closed unread: about 200
-// MB sent and a connection a shard on loopback (bench/RESULTS.md, stop 32).
+// Sizes came from a GET of each whole shard, closed unread: server-MB
+// and conns then grew with the shards' bytes and count.
 func BenchmarkIndexedListing(b *testing.B) {
 	const shards, size = 64, 16 << 20
 	f := newFaultServer(b)

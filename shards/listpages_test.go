@@ -104,6 +104,9 @@ func (w *tokenRewriter) listings() int {
 // at the first repeat, naming the store, bucket and prefix, on each store
 // (issue 35, item 4).
 func TestListRepeatedTokenEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			srv := storeBucket(t, st.start, "data")
@@ -187,6 +190,7 @@ func bucketLoc(t *testing.T, prefix string) location {
 // retried within MaxRetries, counted, and its budget starts again at
 // each page.
 func TestListPagesBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	long := strings.Repeat("t", 200)
 	for _, tc := range []struct {

@@ -17,9 +17,9 @@ import (
 // writeList writes a shard list giving each of paths the count in
 // declared, and returns its path.
 func writeList(t *testing.T, paths []string, declared []int) string {
-	l := ShardList{Kind: "wids-shard-index-v1", Version: 1}
+	l := Index{Kind: "wids-shard-index-v1", Version: 1}
 	for i, p := range paths {
-		l.Shards = append(l.Shards, ShardEntry{URL: filepath.Base(p), Samples: declared[i]})
+		l.Shards = append(l.Shards, IndexEntry{URL: filepath.Base(p), Samples: declared[i]})
 	}
 	data, err := json.Marshal(l)
 	require.NoError(t, err)
@@ -33,6 +33,7 @@ func writeList(t *testing.T, paths []string, declared []int) string {
 // (first, middle, last), whether it holds more records than listed or
 // fewer, for every worker count, with and without DropLast.
 func TestShardListCountsMustMatchTheData(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		at    int // the shard whose count is wrong

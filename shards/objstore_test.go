@@ -71,6 +71,9 @@ func viaProxy(t *testing.T, srv emulator, p *faultServer) {
 // every record as from the local files, with the shard list or by
 // scanning the shards.
 func TestObjectStoresMatchLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			dir := t.TempDir()
@@ -108,6 +111,9 @@ func TestObjectStoresMatchLocal(t *testing.T) {
 // TestObjectStoresList lists a prefix page by page: the shards right
 // under it, sorted, without other objects or deeper ones.
 func TestObjectStoresList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			dir, paths, want, wantData := listFixture(t)
@@ -177,6 +183,9 @@ func TestObjectStoresList(t *testing.T) {
 // Opener's budget, counted, and resumed at the byte where the read
 // stopped; the epoch is the local one.
 func TestObjectStoresResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			dir := t.TempDir()
@@ -222,6 +231,9 @@ func TestObjectStoresResume(t *testing.T) {
 // empty object (a 416) is 0 bytes, and a server that ignores the range
 // still says the size.
 func TestSizeAsksForOneByte(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	sizes := map[string]int{"a.tar": 3 << 20, "b.tar": 1 << 20, "empty.tar": 0}
 	dir := t.TempDir()
 	var paths []string
@@ -271,6 +283,9 @@ func TestSizeAsksForOneByte(t *testing.T) {
 // TestObjectStoresMissing: a missing object or bucket is an error that
 // names the URL, at once: a 404 burns no retry. ReadFile says not found.
 func TestObjectStoresMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			paths, _ := writeShards(t, t.TempDir(), 3)
@@ -301,6 +316,9 @@ func TestObjectStoresMissing(t *testing.T) {
 
 // TestAzureBadKey: a wrong account key is a 403 that fails at once.
 func TestAzureBadKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the Azure emulator: slow; go test without -short runs it")
+	}
 	paths, _ := writeShards(t, t.TempDir(), 3)
 	srv := storeBucket(t, objtest.Azure, "data", paths...)
 	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(objtest.AzureConnectionString(srv.Endpoint()), "AccountKey=E", "AccountKey=F", 1))
@@ -315,6 +333,9 @@ func TestAzureBadKey(t *testing.T) {
 // shard into the cache, checked against the store's MD5; epochs 0 and 1
 // make no request.
 func TestObjectStoresCacheEpochTwoMakesNoRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the store emulators: slow; go test without -short runs it")
+	}
 	for _, st := range objectStores {
 		t.Run(st.scheme, func(t *testing.T) {
 			paths, pattern := writeShards(t, t.TempDir(), 30, 25, 40)
@@ -375,6 +396,7 @@ func cacheEpochTwoMakesNoRequests(t *testing.T, scheme string, paths []string, p
 	stats := src.StorageStats()
 	assert.EqualValues(t, 3, stats.Misses+stats.ReadAheads, "one download a shard")
 	assert.EqualValues(t, 9, stats.Hits+stats.Misses, "an open a shard at the scan and in each epoch")
+	assert.Zero(t, stats.Unverified, "each download checked against the store's MD5")
 }
 
 // TestObjectStoresConfigErrors: bad URLs, and missing credentials, are

@@ -48,10 +48,13 @@ const (
 // read resumes by a range request from the byte where it stopped, and its
 // count starts again once bytes arrive (a listing's, once a page
 // arrives). A 403, a 404, a redirect loop, a shard that changes while it
-// is read (its ETag or Last-Modified differ between requests) or the
-// last transient failure fails at once, naming the shard or folder. The
-// object stores' SDKs do not retry on their own: every request is the
-// Opener's, counted in Requests.
+// is read (its ETag or Last-Modified differ between requests), a host
+// that the DNS says does not exist, missing credentials (a
+// store.ConfigError) or the last transient failure fails at once, naming
+// the shard or folder; the two before last in one line that says what to
+// set (for a host: the variable of the store's endpoint,
+// store.Driver.Endpoint). The object stores' SDKs do not retry on their
+// own: every request is the Opener's, counted in Requests.
 //
 // What a server sends bounds nothing by itself: redirects are followed
 // at most 10 deep (the clients the Opener makes), a listing ends with an
@@ -427,7 +430,8 @@ func (o *Opener) newRemote(ctx context.Context, name string, off, n int64, versi
 	case viaHTTP:
 		c := o.httpClient()
 		f = func(ctx context.Context, off, n int64) (io.ReadCloser, store.Info, error) {
-			return store.HTTPGet(ctx, c, loc.path, off, n)
+			body, info, err := store.HTTPGet(ctx, c, loc.path, off, n)
+			return body, info, noSuchHost(loc, err)
 		}
 	default:
 		s, err := o.store(ctx, loc)
@@ -435,7 +439,8 @@ func (o *Opener) newRemote(ctx context.Context, name string, off, n int64, versi
 			return nil, fmt.Errorf("shards: %s: %w", name, err)
 		}
 		f = func(ctx context.Context, off, n int64) (io.ReadCloser, store.Info, error) {
-			return s.Get(ctx, loc.bucket, loc.key, off, n)
+			body, info, err := s.Get(ctx, loc.bucket, loc.key, off, n)
+			return body, info, noSuchHost(loc, err)
 		}
 	}
 	return &remoteReader{ctx: ctx, o: o, name: name, fetch: f, off: off, n: n, total: total, version: version}, nil
@@ -489,15 +494,19 @@ func (o *Opener) store(ctx context.Context, loc location) (store.Store, error) {
 	}
 	o.storesMu.Unlock()
 	if !ok {
-		h := store.HTTP{Client: o.HTTPClient, New: func(t *http.Transport) *http.Client {
-			c := o.newClient(t)
-			o.storesMu.Lock()
-			o.clients = append(o.clients, c)
-			o.storesMu.Unlock()
-			return c
-		}}
+		// The caller's HTTPClient, when set, makes every request (New is
+		// nil then); else the Opener's client, or one of a store's own
+		// transport with the Opener's timeouts.
+		h := store.HTTP{Client: o.HTTPClient}
 		if h.Client == nil {
 			h.Client = o.httpClient()
+			h.New = func(t *http.Transport) *http.Client {
+				c := o.newClient(t)
+				o.storesMu.Lock()
+				o.clients = append(o.clients, c)
+				o.storesMu.Unlock()
+				return c
+			}
 		}
 		// Made with its own context, not the caller's, which may end
 		// before another caller needs the store.
@@ -510,6 +519,23 @@ func (o *Opener) store(ctx context.Context, loc location) (store.Store, error) {
 		return nil, context.Cause(ctx)
 	}
 	return m.s, m.err
+}
+
+// noSuchHost returns err as a store.ConfigError of one line that names
+// the host, and for an object store what sets its endpoint
+// (store.Driver.Endpoint), where err is a DNS answer that the host does
+// not exist, which no retry mends; else err.
+func noSuchHost(loc location, err error) error {
+	var ce *store.ConfigError
+	var de *net.DNSError
+	if err == nil || errors.As(err, &ce) || !errors.As(err, &de) || !de.IsNotFound {
+		return err
+	}
+	msg := fmt.Sprintf("no such host %q", de.Name)
+	if loc.k == viaStore && loc.driver.Endpoint != "" {
+		msg += ": " + loc.driver.Endpoint
+	}
+	return &store.ConfigError{Msg: msg, Err: err}
 }
 
 var (
@@ -527,9 +553,16 @@ func retryable(code int) bool {
 // aborted connection, one closed before a response (Go's client says
 // io.EOF) or in the middle of a body, a body cut short, a status that
 // retryable accepts, a timeout, an SDK's failure to send or to read a
-// response. Never when ctx has ended.
+// response. Never when ctx has ended, nor for a store.ConfigError (no
+// credentials) or a host that does not exist (a DNS answer that says so;
+// a DNS server that does not answer is transient).
 func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
+		return false
+	}
+	var ce *store.ConfigError
+	var de *net.DNSError
+	if errors.As(err, &ce) || errors.As(err, &de) && de.IsNotFound {
 		return false
 	}
 	var se *store.StatusError

@@ -375,6 +375,7 @@ func TestParquetPageHeadersAreHeldToTheirBytes(t *testing.T) {
 // maxThriftStruct covers every struct of parquet-go's format package a
 // footer or page header decodes into.
 func TestMaxThriftStructCoversTheFormat(t *testing.T) {
+	t.Parallel()
 	seen := map[reflect.Type]bool{}
 	var largest reflect.Type
 	var walk func(reflect.Type)

@@ -119,6 +119,7 @@ func readRecords(t testing.TB, name string, opts ...Option) ([]engine.Record, er
 }
 
 func TestParquetRecordsOfHuggingFaceImages(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "train-00000-of-00001.parquet")
 	rows := hfRows(0, 10)
 	rows[4].Image.Bytes = nil // a null image...
@@ -187,6 +188,7 @@ type blobRow struct {
 // their own bytes, of any size, dictionary-encoded or not, over row
 // groups and pages.
 func TestParquetRecordsOutliveTheirPages(t *testing.T) {
+	t.Parallel()
 	sizes := []int{0, 1, 256, 257, 8<<10 - 1, 8 << 10, 100 << 10}
 	var rows []blobRow
 	for i := range 4 * len(sizes) {
@@ -222,6 +224,7 @@ type typedRow struct {
 }
 
 func TestParquetColumnTypes(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "typed.parquet")
 	writeParquet(t, p, []typedRow{
 		{Key: "a/001", Small: -7, Byte: 255, Big: 1 << 63, Neg: -1 << 62, Score: 0.1, Ratio: 1.0 / 3, OK: true, Caption: "a cat", Tags: []int64{1}},
@@ -293,6 +296,7 @@ for (const r of rows) {
 // parquet-go, and checks that hyparquet, a JavaScript reader, reads what
 // was written, and that the shard's records hold the same.
 func TestParquetMatchesHyparquet(t *testing.T) {
+	t.Parallel()
 	dir := hyparquetDir(t)
 	p := filepath.Join(t.TempDir(), "train-00000-of-00002.parquet")
 	rows := hfRows(100, 37)
@@ -377,6 +381,7 @@ func writeParquetShards(t testing.TB, dir string, perGroup int, counts ...int) (
 // at Workers 0 and 2, locally and over HTTP, and checks that every batch
 // is bit for bit the batch of the same samples as tar shards.
 func TestParquetLoaderMatchesTars(t *testing.T) {
+	t.Parallel()
 	counts := []int{10, 3, 0, 7, 11}
 	_, tars := writeShards(t, t.TempDir(), counts...)
 	tarSrc, err := New(context.Background(), tars, testSchema, decodeTest)
@@ -450,6 +455,7 @@ func rewriteFooter(t *testing.T, p string, edit func(md *format.FileMetaData)) {
 }
 
 func TestParquetErrorsNameTheShard(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.parquet")
 	writeParquet(t, good, hfRows(0, 20), 6)
@@ -543,6 +549,7 @@ func TestParquetErrorsNameTheShard(t *testing.T) {
 }
 
 func TestIsParquet(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]bool{
 		"a.parquet": true, "/d/A.PARQUET": true, "s3://b/k/x.parquet": true,
 		"https://h/x.parquet?X-Amz-Signature=1": true, "a.tar": false, "a.parquet.tar": false,
@@ -557,6 +564,7 @@ func TestIsParquet(t *testing.T) {
 // the cached copies in place, with no request, the same batches as the
 // local files.
 func TestParquetThroughTheCache(t *testing.T) {
+	t.Parallel()
 	counts := []int{10, 3, 7}
 	srv := newFaultServer(t)
 	_, pattern := writeParquetShards(t, srv.dir, 3, counts...)
@@ -597,8 +605,9 @@ func TestParquetThroughTheCache(t *testing.T) {
 // several names: the column, its struct, the path's extension and its
 // alias): every sample is its own image's decode. (A buffer given back
 // once a name, then, went to two workers at once in the bench's source
-// rows, stop 28; this test only rarely meets that interleaving.)
+// rows, bench/sources.go; this test only rarely meets that interleaving.)
 func TestRecycledRecordsThroughTheLoader(t *testing.T) {
+	t.Parallel()
 	const n, side = 96, 96
 	dir := t.TempDir()
 	p, err := vision.NewPipeline(vision.Eval(32))

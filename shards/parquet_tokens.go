@@ -2,13 +2,19 @@ package shards
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/tensorbatch/tensorbatch/engine"
 )
 
 // DefaultMaxParquetTokens is ParquetDocsConfig.MaxTokens when unset: 1 Gi
@@ -48,6 +54,7 @@ type ParquetDocs struct {
 	off   []int64 // document i is tokens [off[i], off[i+1])
 	files []int   // file f's documents start at files[f]
 	names []string
+	fp    engine.Fingerprint
 }
 
 // ParquetDocuments reads the token lists of column cfg.Column of every
@@ -97,7 +104,51 @@ func ParquetDocuments(ctx context.Context, pattern string, cfg ParquetDocsConfig
 			return nil, err
 		}
 	}
+	d.fp = engine.Fingerprint{"parquet_docs.column": cfg.Column, "parquet_docs.int64": strconv.FormatBool(cfg.Int64),
+		"parquet_docs.offsets": engine.FingerprintBytes(leBytes(d.off))}
+	if cfg.Int64 {
+		d.fp["parquet_docs.tokens"] = engine.FingerprintBytes(leBytes(d.t64))
+	} else {
+		d.fp["parquet_docs.tokens"] = engine.FingerprintBytes(leBytes(d.t32))
+	}
 	return d, nil
+}
+
+// Fingerprint returns the documents' identity (engine.Fingerprinter),
+// which corpus.Pack records in its own, taken when the files are read:
+//
+//   - parquet_docs.tokens: the identity of the tokens held, all the
+//     documents' back to back (engine.FingerprintBytes of their bytes,
+//     4 a token, or 8 with Int64: all of them up to 256 KiB, else 64
+//     blocks of 4 KiB spread evenly over them);
+//   - parquet_docs.offsets: the same of the documents' offsets into them
+//     (8 bytes a document, and one more);
+//   - parquet_docs.column and parquet_docs.int64.
+//
+// The files' names, places and row groups are left out: the same
+// documents read from a copy elsewhere, or from files cut otherwise,
+// keep it. The limit: tokens (or offsets) of more than 256 KiB that
+// differ only between the sampled blocks, their count kept, are not told
+// apart.
+func (d *ParquetDocs) Fingerprint() engine.Fingerprint { return maps.Clone(d.fp) }
+
+// leBytes returns the bytes of v, little-endian: v's own memory on a
+// little-endian machine, a copy elsewhere, so that a fingerprint is the
+// same on any machine.
+func leBytes[T int32 | int64](v []T) []byte {
+	size := int(unsafe.Sizeof(T(0)))
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), size*len(v))
+	}
+	b := make([]byte, 0, size*len(v))
+	for _, x := range v {
+		if size == 4 {
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		} else {
+			b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		}
+	}
+	return b
 }
 
 // tokenLeaf returns the integer leaf of the list column named column of

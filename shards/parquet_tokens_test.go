@@ -53,7 +53,7 @@ func tokRowsRandom(seed uint64, n, maxLen int, vocab int32) [][]int64 {
 	return docs
 }
 
-func writeTok32(t *testing.T, path string, docs [][]int64, perGroup int) {
+func writeTok32(t testing.TB, path string, docs [][]int64, perGroup int) {
 	t.Helper()
 	rows := make([]tokRow32, len(docs))
 	for i, d := range docs {
@@ -66,7 +66,7 @@ func writeTok32(t *testing.T, path string, docs [][]int64, perGroup int) {
 	writeParquet(t, path, rows, perGroup)
 }
 
-func writeTok64(t *testing.T, path string, docs [][]int64, perGroup int) {
+func writeTok64(t testing.TB, path string, docs [][]int64, perGroup int) {
 	t.Helper()
 	rows := make([]tokRow64, len(docs))
 	for i, d := range docs {
@@ -372,4 +372,94 @@ func TestParquetDocumentsErrors(t *testing.T) {
 		_, err := ParquetDocuments(c, good, ParquetDocsConfig{})
 		require.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+// The conformance suite passes on ParquetDocuments packed (corpus.Pack),
+// the file written again in a new folder each time the suite asks.
+// Other is the same documents' lengths with other tokens: as many
+// sequences, so only the fingerprint refuses New's state, for its
+// parquet_docs.tokens.
+func TestParquetDocumentsConform(t *testing.T) {
+	packed := func(delta int64) func(testing.TB) engine.Dataset {
+		return func(t testing.TB) engine.Dataset {
+			docs := tokRowsRandom(3, 120, 100, 32000)
+			for _, doc := range docs {
+				for k := range doc {
+					doc[k] += delta
+				}
+			}
+			p := filepath.Join(t.TempDir(), "t.parquet")
+			writeTok32(t, p, docs, 50)
+			d, err := ParquetDocuments(context.Background(), p, ParquetDocsConfig{})
+			require.NoError(t, err)
+			packed, err := corpus.Pack(d, corpus.PackConfig{SeqLen: 128, AddEOD: true, EOD: 0})
+			require.NoError(t, err)
+			return packed
+		}
+	}
+	enginetest.TestDataset(t, enginetest.Case{New: packed(0), Other: packed(1)})
+}
+
+// ParquetDocs' fingerprint is its tokens and offsets in memory, its
+// column and Int64: the same documents read from a copy elsewhere, or
+// cut into other files, keep it; other tokens, other document
+// boundaries, or Int64 change it, each under its key, and a packed
+// dataset's State is refused for them.
+func TestParquetDocumentsFingerprint(t *testing.T) {
+	ctx := context.Background()
+	docs := tokRowsRandom(4, 200, 100, 32000)
+	read := func(cfg ParquetDocsConfig, files ...[][]int64) *ParquetDocs {
+		dir := t.TempDir()
+		for f, part := range files {
+			writeTok32(t, filepath.Join(dir, "part-"+string(rune('0'+f))+".parquet"), part, 40)
+		}
+		d, err := ParquetDocuments(ctx, filepath.Join(dir, "part-{0.."+string(rune('0'+len(files)-1))+"}.parquet"), cfg)
+		require.NoError(t, err)
+		return d
+	}
+	base := read(ParquetDocsConfig{}, docs)
+	f := base.Fingerprint()
+	for _, k := range []string{"parquet_docs.tokens", "parquet_docs.offsets", "parquet_docs.column", "parquet_docs.int64"} {
+		require.Contains(t, f, k)
+	}
+	require.Equal(t, "input_ids", f["parquet_docs.column"])
+	require.Equal(t, f, read(ParquetDocsConfig{}, docs).Fingerprint(), "a copy elsewhere")
+	require.Equal(t, f, read(ParquetDocsConfig{}, docs[:70], docs[70:]).Fingerprint(), "cut into two files")
+
+	shifted := make([][]int64, len(docs))
+	for i, doc := range docs {
+		shifted[i] = make([]int64, len(doc))
+		for k, v := range doc {
+			shifted[i][k] = v + 1
+		}
+	}
+	moved := make([][]int64, len(docs)) // one token moved to the next document
+	copy(moved, docs)
+	moved[0], moved[1] = moved[0][:len(moved[0])-1], append([]int64{moved[0][len(moved[0])-1]}, moved[1]...)
+	for _, tc := range []struct {
+		key string
+		now *ParquetDocs
+	}{
+		{"parquet_docs.tokens", read(ParquetDocsConfig{}, shifted)},
+		{"parquet_docs.offsets", read(ParquetDocsConfig{}, moved)},
+		{"parquet_docs.int64", read(ParquetDocsConfig{Int64: true}, docs)},
+	} {
+		require.NotEqual(t, f[tc.key], tc.now.Fingerprint()[tc.key], tc.key)
+		pack := func(d *ParquetDocs) *corpus.PackedDataset {
+			p, err := corpus.Pack(d, corpus.PackConfig{SeqLen: 4096})
+			require.NoError(t, err)
+			return p
+		}
+		was, now := pack(base), pack(tc.now)
+		require.Equal(t, was.Len(), now.Len())
+		cfg := engine.Config{BatchSize: 1, WorldSize: 1, Backend: "cpu"}
+		l, err := engine.New(was, cfg)
+		require.NoError(t, err)
+		st := l.State()
+		require.NoError(t, l.Close())
+		cfg.Resume = &st
+		_, err = engine.New(now, cfg)
+		require.ErrorContains(t, err, "Config.Resume: Dataset", tc.key)
+		require.ErrorContains(t, err, "dataset.pack.documents."+tc.key+":", tc.key)
+	}
 }

@@ -91,7 +91,7 @@ func TestCacheMetaNotRegular(t *testing.T) {
 			want, err := epoch0(src)
 			require.NoError(t, err)
 			require.NoError(t, src.Close())
-			metas, _ := filepath.Glob(filepath.Join(dir, "*.meta"))
+			metas, _ := filepath.Glob(filepath.Join(dir, "*.tar.meta"))
 			require.Len(t, metas, len(urls))
 			for _, m := range metas {
 				notRegular(t, m, kind)

@@ -306,6 +306,9 @@ func (f *retryFixture) upload(t *testing.T, srv emulator) {
 // ReadRetries counted the retries, and that a retried failure was the
 // one injected.
 func TestRetryPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault injection on every store: slow; go test without -short runs it")
+	}
 	fx := newRetryFixture(t)
 	defer func(n int) { listPageSize = n }(listPageSize)
 	listPageSize = 2 // the 5 shards' listing takes 3 pages

@@ -89,6 +89,9 @@ func TestS3ConfigFiles(t *testing.T) {
 // naming the shard after MaxRetries retries, after batches that repeat
 // and skip nothing.
 func TestS3KillAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the S3 emulator, killed and restarted: slow; go test without -short runs it")
+	}
 	dir := t.TempDir()
 	// Shards of 7 MB, more than the socket buffers hold: the kill cuts a
 	// response in the middle of shard 0 when streaming.

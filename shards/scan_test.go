@@ -14,6 +14,7 @@ import (
 // TestBackoffJitter: two Openers draw different waits, each between half
 // and all of the doubling backoff.
 func TestBackoffJitter(t *testing.T) {
+	t.Parallel()
 	a, b := &Opener{Backoff: 100 * time.Millisecond}, &Opener{Backoff: 100 * time.Millisecond}
 	same := 0
 	for n := 1; n <= 40; n++ {
@@ -30,15 +31,16 @@ func TestBackoffJitter(t *testing.T) {
 	assert.Less(t, same, 3, "two openers retry in lockstep")
 }
 
-// TestBuildShardListParallel keeps the order of the names, whatever order
+// TestBuildIndexParallel keeps the order of the names, whatever order
 // the counts finish in.
-func TestBuildShardListParallel(t *testing.T) {
+func TestBuildIndexParallel(t *testing.T) {
+	t.Parallel()
 	counts := make([]int, 40)
 	for i := range counts {
 		counts[i] = 1 + (i*7)%5
 	}
 	paths, _ := writeShards(t, t.TempDir(), counts...)
-	l, err := BuildShardList(context.Background(), nil, paths)
+	l, err := BuildIndex(context.Background(), nil, paths)
 	require.NoError(t, err)
 	require.Len(t, l.Shards, len(paths))
 	for i, e := range l.Shards {
@@ -64,7 +66,7 @@ func TestScanFailureCancelsTheRest(t *testing.T) {
 	o.Timeout = time.Minute
 	defer o.CloseIdleConnections()
 	t0 := time.Now()
-	_, err := BuildShardList(context.Background(), o, names)
+	_, err := BuildIndex(context.Background(), o, names)
 	assert.ErrorContains(t, err, f.URL+"/missing.tar: HTTP 404")
 	assert.Less(t, time.Since(t0), 20*time.Second)
 

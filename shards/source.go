@@ -18,6 +18,7 @@ import (
 	"unsafe"
 	"weak"
 
+	"github.com/parquet-go/parquet-go"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tensorbatch/tensorbatch/collate"
@@ -42,11 +43,17 @@ type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) err
 // which the loader reports in Stats.Dataset ("read_retries", see Source.Report).
 //
 // Sample counts: engine.FromIterable asks for every shard's count once. They
-// come from a shard list (see ShardList) when there is one: the file named
+// come from a shard list (see Index) when there is one: the file named
 // by the IndexFile option, else, for remote shards, "shardlist.json"
 // beside the first shard, when it exists. Shards it does not list are
 // scanned: their tar headers are read, seeking over member data for a
 // local file, reading the whole shard for a remote one (hence the list).
+//
+// Identity: a loader's State records the Source's Fingerprint (each
+// shard's content, as its version or sampled bytes say, and the
+// decoder's parts, see DecoderFingerprint), so that a job resumed on
+// other data, or with another decoder, is refused rather than fed other
+// batches.
 type Source struct {
 	names  []string
 	pos    map[string]int // of each name in names
@@ -56,6 +63,10 @@ type Source struct {
 	cache  *cache // nil without the Cache option
 
 	told atomic.Bool // Prefetch was called: the reader says what comes next
+
+	idMu    sync.Mutex
+	objects []string // what identifies each shard's content, from the last Shards
+	parquet bool     // a shard is a Parquet file
 }
 
 // Option configures a Source.
@@ -63,6 +74,7 @@ type Option func(*options)
 
 type options struct {
 	opener    *Opener
+	ownOpener bool // the Source made opener: Close closes its connections
 	index     string
 	indexSet  bool
 	maxMember int64
@@ -72,8 +84,26 @@ type options struct {
 	cacheSet     bool
 	readAhead    int
 	readAheadSet bool
-	maxParquet   int64    // see MaxParquetBytes
-	columns      []string // see ParquetColumns
+	maxParquet   int64                // see MaxParquetBytes
+	columns      []string             // see ParquetColumns
+	decoder      engine.Fingerprinter // see DecoderFingerprint
+	read         *readIndex           // a shard list New read
+	cache        *cache               // the cache New made for it
+}
+
+// readIndex is a shard list as read: its name and bytes.
+type readIndex struct {
+	name string
+	data []byte
+}
+
+// DecoderFingerprint records f's Fingerprint, the parts that decide what
+// the DecodeFunc writes, in the Source's (see Source.Fingerprint): pass
+// the vision.Pipeline whose Record is the DecodeFunc. A DecodeFunc is a
+// function, which has no identity of its own: without this option, a
+// state saved with one decoder resumes with another unchecked.
+func DecoderFingerprint(f engine.Fingerprinter) Option {
+	return func(o *options) { o.decoder = f }
 }
 
 // UseOpener reads the shards with o (its timeouts, retries, HTTP and S3
@@ -81,7 +111,7 @@ type options struct {
 func UseOpener(o *Opener) Option { return func(opts *options) { opts.opener = o } }
 
 // IndexFile names the shard list to take sample counts from (see
-// ShardList); it must exist. "" turns the look-up of shardlist.json off,
+// Index); it must exist. "" turns the look-up of shardlist.json off,
 // so every shard is scanned.
 func IndexFile(name string) Option {
 	return func(o *options) { o.index, o.indexSet = name, true }
@@ -113,7 +143,8 @@ func New(ctx context.Context, pattern string, schema collate.Schema, decode Deco
 		opt(&o)
 	}
 	names := expanded[:0:0]
-	var httpIndex []string
+	var httpIndex []readIndex
+	var lists *cache // the cache, made early for the shard lists of HTTP folders
 	for _, name := range expanded {
 		if !isFolder(name) {
 			names = append(names, name)
@@ -121,23 +152,38 @@ func New(ctx context.Context, pattern string, schema collate.Schema, decode Deco
 		}
 		if o.opener == nil {
 			o.opener = &Opener{}
-			opts = append([]Option{UseOpener(o.opener)}, opts...)
+			opts = append([]Option{UseOpener(o.opener), func(o *options) { o.ownOpener = true }}, opts...)
 		}
-		listed, err := List(ctx, o.opener, name)
-		if err != nil {
-			return nil, err
-		}
+		var listed []string
 		if loc, _ := parse(name); loc.k == viaHTTP {
-			httpIndex = append(httpIndex, name+"shardlist.json")
+			index := name + "shardlist.json"
+			if lists == nil && o.cacheSet && o.cacheDir != "" && o.cacheLimit > 0 {
+				lists = newCache(o.cacheDir, o.cacheLimit, 0, o.opener)
+			}
+			data, found, err := readList(ctx, o.opener, lists, index, true, nil)
+			if listed, err = listedShards(name, index, data, found, err); err != nil {
+				return nil, err
+			}
+			httpIndex = append(httpIndex, readIndex{index, data})
+		} else if listed, err = List(ctx, o.opener, name); err != nil {
+			return nil, err
 		}
 		names = append(names, listed...)
 	}
 	if len(httpIndex) == 1 && len(expanded) == 1 && !o.indexSet {
 		// The list that named the shards gives their counts, wherever
-		// they live.
-		opts = append([]Option{IndexFile(httpIndex[0])}, opts...)
+		// they live; it is not read again.
+		read := httpIndex[0]
+		opts = append([]Option{IndexFile(read.name), func(o *options) { o.read = &read }}, opts...)
 	}
-	return FromNames(names, schema, decode, opts...)
+	if lists != nil { // the Source's, which says once if it cannot be written
+		opts = append(opts, func(o *options) { o.cache = lists })
+	}
+	s, err := FromNames(names, schema, decode, opts...)
+	if err != nil && lists != nil {
+		lists.close()
+	}
+	return s, err
 }
 
 // FromNames returns the Source of the shards names, in this order.
@@ -156,7 +202,7 @@ func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ..
 		o(&s.o)
 	}
 	if s.o.opener == nil {
-		s.o.opener = &Opener{}
+		s.o.opener, s.o.ownOpener = &Opener{}, true
 	}
 	s.pos = make(map[string]int, len(names))
 	for i, n := range names {
@@ -180,18 +226,26 @@ func FromNames(names []string, schema collate.Schema, decode DecodeFunc, opts ..
 		if s.o.readAheadSet {
 			ahead = s.o.readAhead
 		}
-		s.cache = newCache(s.o.cacheDir, s.o.cacheLimit, ahead, s.o.opener)
+		if s.cache = s.o.cache; s.cache != nil {
+			s.cache.ahead = ahead
+		} else {
+			s.cache = newCache(s.o.cacheDir, s.o.cacheLimit, ahead, s.o.opener)
+		}
 	}
 	return s, nil
 }
 
 // Close cancels the downloads into the cache in flight (see Cache) and
-// waits for them to end. The Source can still be read: from the cache
-// where a shard is in it, else streaming, with no new download. It
-// returns nil.
+// waits for them to end, then closes the idle connections of the
+// Source's own Opener (not one given by UseOpener, which its caller
+// closes). The Source can still be read: from the cache where a shard is
+// in it, else streaming, with no new download. It returns nil.
 func (s *Source) Close() error {
 	if s.cache != nil {
 		s.cache.close()
+	}
+	if s.o.ownOpener {
+		s.o.opener.CloseIdleConnections()
 	}
 	return nil
 }
@@ -205,6 +259,9 @@ type StorageStats struct {
 	Misses       int64 // shard opens that started a download or streamed
 	ReadAheads   int64 // downloads started ahead of use
 	Evictions    int64 // shards removed from the cache to make room
+	// Unverified counts the shards downloaded into the cache that no MD5
+	// checked, only their size, as their store gives none (see Cache).
+	Unverified int64
 }
 
 // StorageStats returns the counts of the Source's remote reads and of its
@@ -213,19 +270,60 @@ func (s *Source) StorageStats() StorageStats {
 	st := StorageStats{Requests: s.o.opener.Requests(), BytesFetched: s.o.opener.BytesFetched(), ReadRetries: s.o.opener.ReadRetries()}
 	if c := s.cache; c != nil {
 		st.Hits, st.Misses, st.ReadAheads, st.Evictions = c.hits.Load(), c.misses.Load(), c.readAheads.Load(), c.evictions.Load()
+		st.Unverified = c.unverified.Load()
 	}
 	return st
 }
 
 // Report returns StorageStats by name, for a loader's Stats.Dataset
 // (engine.Reporter): requests, fetched_bytes, read_retries, cache_hits,
-// cache_misses, cache_read_aheads, cache_evictions.
+// cache_misses, cache_read_aheads, cache_evictions, cache_unverified.
 func (s *Source) Report() map[string]int64 {
 	st := s.StorageStats()
 	return map[string]int64{
 		"requests": st.Requests, "fetched_bytes": st.BytesFetched, "read_retries": st.ReadRetries,
 		"cache_hits": st.Hits, "cache_misses": st.Misses, "cache_read_aheads": st.ReadAheads, "cache_evictions": st.Evictions,
+		"cache_unverified": st.Unverified,
 	}
+}
+
+// Fingerprint returns what identifies the Source's samples besides
+// their shards' names and counts, which an engine.IterableDataset over
+// it records itself (engine.Fingerprinter):
+//
+//   - shards.objects: the number of shards and a hash of what identifies
+//     each one's content, in listed order, as Shards noted it: for a
+//     remote shard its version (ETag, else Last-Modified) and size, as
+//     the request that checked or counted it said, or a cached copy's
+//     .meta (the content the cache serves); for a local one its size
+//     and a hash of 64 blocks of 4 KiB spread over it
+//     (engine.FingerprintData). So a shard rewritten under its name with
+//     the same count is told apart, while shards copied to another
+//     folder, bucket or node keep it; a shard moved between a local disk
+//     and a store (or HTTP) does not. Absent before Shards is called.
+//   - shards.parquet_columns: ParquetColumns, or "all", where a shard is
+//     a Parquet file.
+//   - shards.decoder.*: the parts of the DecoderFingerprint option's
+//     Fingerprinter (a vision.Pipeline's: its transform and decoder).
+//     A DecodeFunc alone has no identity: without that option nothing
+//     records what it writes.
+//
+// MaxMemberBytes and MaxParquetBytes are left out: they decide whether
+// a shard fails, not its samples; so are the Cache and the Opener.
+func (s *Source) Fingerprint() engine.Fingerprint {
+	f := engine.Fingerprint{}
+	s.idMu.Lock()
+	if s.objects != nil {
+		f["shards.objects"] = strconv.Itoa(len(s.objects)) + " " + engine.FingerprintHash(s.objects...)
+	}
+	if s.parquet {
+		f["shards.parquet_columns"] = "all"
+		if len(s.o.columns) > 0 {
+			f["shards.parquet_columns"] = strings.Join(s.o.columns, ",")
+		}
+	}
+	s.idMu.Unlock()
+	return f.Nest("shards.decoder", engine.FingerprintOf(s.o.decoder))
 }
 
 // Names returns the shard names.
@@ -242,7 +340,12 @@ func (s *Source) Opener() *Opener { return s.o.opener }
 
 // Shards returns the shards with their sample counts (see Source),
 // checking or scanning 16 shards at a time; the first that fails cancels
-// the others.
+// the others. It also notes what identifies each shard's content, for
+// Fingerprint: the version of a remote shard (its ETag, else its
+// Last-Modified, and its size), which the request that checks or counts
+// it says (or, for a cached shard, its .meta, with no request), and the
+// size and sampled content of a local one (engine.FingerprintData:
+// 256 KiB read at most).
 func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	var known map[string]int
 	var sizes map[string]int64
@@ -251,12 +354,13 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		index = dir(s.names[0]) + "shardlist.json"
 	}
 	if index != "" {
-		data, found, err := s.o.opener.ReadFile(ctx, index)
-		var se *store.StatusError
-		if !required && errors.As(err, &se) && se.Code == http.StatusForbidden {
-			// S3 answers 403 for a missing key to those who may not list
-			// the bucket: the shards' own reads will say if it is more.
-			data, found, err = nil, false, nil
+		var data []byte
+		var found bool
+		var err error
+		if r := s.o.read; r != nil && r.name == index {
+			data, found = r.data, true
+		} else {
+			data, found, err = readList(ctx, s.o.opener, s.cache, index, required, s.names)
 		}
 		switch {
 		case err != nil:
@@ -270,6 +374,7 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 		}
 	}
 	out := make([]engine.ShardInfo, len(s.names))
+	ids := make([]string, len(s.names))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(scanConcurrency)
 	for i, name := range s.names {
@@ -279,67 +384,201 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 			if s.cache != nil && sizes[name] > 0 && remote(name) {
 				s.cache.dropStale(name, sizes[name])
 			}
-			if isParquet(name) {
-				f, closer, err := s.parquetFile(gctx, name, false)
-				n, err := parquetRows(name, s.o.columns, f, closer, err)
-				if err == nil && ok && n != listed {
-					err = fmt.Errorf("shards: %s: %d rows, listed with %d in %s", name, n, listed, index)
-				}
-				out[i].Samples = n
-				return err
-			}
-			if ok && listed > 0 {
-				out[i].Samples = listed
-				return s.checkListed(gctx, name, listed, index)
-			}
-			n, err := s.count(gctx, name)
-			if err != nil {
-				return err
-			}
-			if ok && n != listed {
-				// A shard listed empty is never opened: its count is checked
-				// here, which costs little, as it should be empty.
-				return fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, n, listed, index)
-			}
-			out[i].Samples = n
-			return nil
+			var err error
+			out[i].Samples, ids[i], err = s.shardInfo(gctx, name, listed, ok, index)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	s.idMu.Lock()
+	s.objects = ids
+	s.parquet = slices.ContainsFunc(s.names, isParquet)
+	s.idMu.Unlock()
 	return out, nil
 }
 
+// shardInfo returns the sample count of shard name (listed with listed
+// samples in index, where isListed), checked or scanned, and what
+// identifies its content (see Shards).
+func (s *Source) shardInfo(ctx context.Context, name string, listed int, isListed bool, index string) (int, string, error) {
+	var id string
+	if !remote(name) {
+		var err error
+		if id, err = localIdentity(name); err != nil {
+			return 0, "", err
+		}
+	}
+	if isParquet(name) {
+		var f *parquet.File
+		var closer io.Closer
+		var err error
+		if s.cache != nil && remote(name) {
+			// Source.parquetFile, with the reader's identity taken first:
+			// a download's reader is read whole, then dropped.
+			var rc io.ReadCloser
+			if rc, err = s.open(ctx, name); err == nil {
+				id = readerIdentity(rc)
+				f, closer, err = parquetFrom(name, rc, s.o.maxParquetBytes())
+			}
+		} else if f, closer, err = s.parquetFile(ctx, name, false); err == nil && id == "" {
+			id = readerIdentity(closer)
+		}
+		n, err := parquetRows(name, s.o.columns, f, closer, err)
+		if err == nil && isListed && n != listed {
+			err = fmt.Errorf("shards: %s: %d rows, listed with %d in %s", name, n, listed, index)
+		}
+		return n, id, err
+	}
+	if isListed && listed > 0 {
+		rid, err := s.checkListed(ctx, name, listed, index)
+		if id == "" {
+			id = rid
+		}
+		return listed, id, err
+	}
+	n, rid, err := s.count(ctx, name)
+	if err != nil {
+		return 0, "", err
+	}
+	if id == "" {
+		id = rid
+	}
+	if isListed && n != listed {
+		// A shard listed empty is never opened: its count is checked
+		// here, which costs little, as it should be empty.
+		return 0, "", fmt.Errorf("shards: %s: %d records, more than the %d it is listed with in %s", name, n, listed, index)
+	}
+	return n, id, nil
+}
+
+// localIdentity is what identifies the content of the local shard name:
+// its size and a hash of samples of its bytes (engine.FingerprintData).
+func localIdentity(name string) (string, error) {
+	loc, err := parse(name)
+	if err != nil {
+		return "", err
+	}
+	f, err := regfile.Open(loc.path)
+	if err != nil {
+		return "", fmt.Errorf("shards: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("shards: %s: %w", name, err)
+	}
+	id, err := engine.FingerprintData(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("shards: %s: %w", name, err)
+	}
+	return id, nil
+}
+
+// remoteIdentity is what identifies the content of a remote shard: its
+// version (ETag, else Last-Modified; "" when the server says neither)
+// and its size (-1 when unknown).
+func remoteIdentity(version string, size int64) string {
+	return strconv.Quote(version) + " " + strconv.FormatInt(size, 10)
+}
+
+// readerIdentity is remoteIdentity of the shard that r, a reader of a
+// remote shard the Source made (from the server, the cache or a
+// download), reads; "" for another reader.
+func readerIdentity(r io.Closer) string {
+	switch r := r.(type) {
+	case *remoteReader:
+		return remoteIdentity(r.version, r.total)
+	case *cachedReader:
+		return remoteIdentity(r.version, r.size)
+	case *follower:
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		return remoteIdentity(r.d.version, r.d.total)
+	}
+	return ""
+}
+
+// readList reads the shard list index with o, through the cache c (nil:
+// none). A copy in the cache is read instead, with no request, where
+// the cache holds it (or, for a list not required, holds that it did
+// not exist) and every remote shard of shards (nil: those it names) is
+// cached whole: the list then describes shards as they were when it was
+// fetched, which are the shards read. Else it is fetched, and kept in
+// the cache for the next Source. A 403 of a list not required is its
+// absence: S3 answers it for a missing key to those who may not list
+// the bucket, and the shards' own reads will say if it is more.
+func readList(ctx context.Context, o *Opener, c *cache, index string, required bool, shards []string) (data []byte, found bool, err error) {
+	cacheable := c != nil && remote(index)
+	if cacheable {
+		if data, found, ok := c.cachedList(index); ok && (found || !required) {
+			names := shards
+			if names == nil && found {
+				names, _ = listedShards(dir(index), index, data, true, nil)
+			}
+			if names != nil && c.allWhole(names) {
+				return data, found, nil
+			}
+		}
+	}
+	data, found, err = o.ReadFile(ctx, index)
+	var se *store.StatusError
+	if !required && errors.As(err, &se) && se.Code == http.StatusForbidden {
+		data, found, err = nil, false, nil
+	}
+	if err == nil && cacheable {
+		c.keepList(index, data, found)
+	}
+	return data, found, err
+}
+
 // scanConcurrency bounds the shards checked or scanned at once by
-// Source.Shards and BuildShardList.
+// Source.Shards and BuildIndex.
 const scanConcurrency = 16
 
 // checkListed checks the count listed for shard name in index against
-// the shard's size (see Opener.checkListed).
-// A cached shard's size is its copy's, with no request.
-func (s *Source) checkListed(ctx context.Context, name string, listed int, index string) error {
+// the shard's size (see Opener.checkListed), and returns the
+// remoteIdentity of a remote shard. A cached shard's size is its copy's,
+// with no request.
+func (s *Source) checkListed(ctx context.Context, name string, listed int, index string) (string, error) {
 	if s.cache != nil && remote(name) {
-		if size, ok := s.cache.cachedSize(name); ok {
-			return checkSize(name, listed, index, size)
+		if m, ok := s.cache.cached(name); ok {
+			return remoteIdentity(m.ETag, m.Size), checkSize(name, listed, index, m.Size)
 		}
 	}
-	return s.o.opener.checkListed(ctx, name, listed, index)
+	if !remote(name) {
+		return "", s.o.opener.checkListed(ctx, name, listed, index)
+	}
+	size, version, err := s.o.opener.probeSize(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	return remoteIdentity(version, size), checkSize(name, listed, index, size)
 }
 
 // count returns the records of shard name, read through its headers (a
-// remote shard through the cache, which keeps it).
-func (s *Source) count(ctx context.Context, name string) (int, error) {
-	if s.cache == nil || !remote(name) {
-		return s.o.opener.count(ctx, name, s.o.maxMember)
+// remote shard through the cache, which keeps it), and the
+// remoteIdentity of a remote shard.
+func (s *Source) count(ctx context.Context, name string) (int, string, error) {
+	if !remote(name) {
+		n, err := s.o.opener.count(ctx, name, s.o.maxMember)
+		return n, "", err
 	}
-	rc, err := s.cache.open(ctx, name)
+	var rc io.ReadCloser
+	var err error
+	if s.cache != nil {
+		rc, err = s.cache.open(ctx, name)
+	} else {
+		rc, err = s.o.opener.Open(ctx, name)
+	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	t := NewTarReader(name, rc, s.o.maxMember)
 	defer t.Close()
-	return t.Count(ctx)
+	n, err := t.Count(ctx)
+	return n, readerIdentity(rc), err
 }
 
 // open returns a reader of shard name, through the cache if there is one.
@@ -445,7 +684,7 @@ func (r *listedReader) Close() error { return r.t.Close() }
 // It also returns the sizes the list gives (filesize), by name: a cached
 // copy of another size is stale.
 func listedCounts(index string, data []byte) (map[string]int, map[string]int64, error) {
-	var l ShardList
+	var l Index
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, nil, fmt.Errorf("shards: index %s: %w", index, err)
 	}
@@ -494,6 +733,18 @@ func checkSize(name string, listed int, index string, size int64) error {
 	return nil
 }
 
+// probeSize returns the bytes of the remote shard name (-1 when the
+// server does not say) and its version, from a request for its first
+// byte.
+func (o *Opener) probeSize(ctx context.Context, name string) (int64, string, error) {
+	r, _, err := o.probe(ctx, name, make([]byte, 1))
+	if err != nil {
+		return 0, "", err
+	}
+	r.Close()
+	return r.total, r.version, nil
+}
+
 // size returns the bytes of shard name; -1 when the server does not say.
 func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 	loc, err := parse(name)
@@ -524,8 +775,8 @@ func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 // memory the images before them held, as an ImageFolder reads each file
 // into its worker's buffer, instead of allocating their bytes anew and
 // collecting them (a GC cycle every few MB, and the page faults of memory
-// the runtime gave back), which cost a record 10 to 20% more CPU than a
-// file (stop 28 in bench/RESULTS.md). Any other DecodeFunc may keep the
+// the runtime gave back), which cost a record more CPU than a file
+// (BenchmarkRecordReaders). Any other DecodeFunc may keep the
 // record's bytes: they are the garbage collector's, as are those of a
 // record never decoded and fields the Source's readers did not make.
 func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slot) error {
@@ -703,34 +954,34 @@ func resolve(index, u string) string {
 	return dir(index) + strings.TrimPrefix(u, "./")
 }
 
-// ShardList is a shard index in the format of WebDataset's wids
+// Index is a shard index in the format of WebDataset's wids
 // ("wids-shard-index-v1"): the shards with their sample counts, so that a
 // remote dataset's shards need not be scanned. Relative URLs are relative
-// to the list's folder. Make one with BuildShardList and upload it as
+// to the list's folder. Make one with BuildIndex and upload it as
 // shardlist.json beside the shards.
-type ShardList struct {
+type Index struct {
 	Kind    string       `json:"__kind__"`
 	Version int          `json:"wids_version"`
 	Name    string       `json:"name,omitempty"`
-	Shards  []ShardEntry `json:"shardlist"`
+	Shards  []IndexEntry `json:"shardlist"`
 }
 
-// ShardEntry is one shard of a ShardList.
-type ShardEntry struct {
+// IndexEntry is one shard of an Index.
+type IndexEntry struct {
 	URL     string `json:"url"`
 	Samples int    `json:"nsamples"`
 	Bytes   int64  `json:"filesize,omitempty"`
 }
 
-// BuildShardList counts the samples of the shards names (with o; nil
+// BuildIndex counts the samples of the shards names (with o; nil
 // means a zero Opener), 16 at a time, and returns their list in the order
 // of names, each named by its base name, to be stored beside them as
 // shardlist.json. The first shard that fails cancels the others' reads.
-func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, error) {
+func BuildIndex(ctx context.Context, o *Opener, names []string) (Index, error) {
 	if o == nil {
 		o = &Opener{}
 	}
-	l := ShardList{Kind: "wids-shard-index-v1", Version: 1, Shards: make([]ShardEntry, len(names))}
+	l := Index{Kind: "wids-shard-index-v1", Version: 1, Shards: make([]IndexEntry, len(names))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(scanConcurrency)
 	for i, name := range names {
@@ -739,7 +990,7 @@ func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, 
 			if err != nil {
 				return err
 			}
-			e := ShardEntry{URL: name[len(dir(name)):], Samples: n}
+			e := IndexEntry{URL: name[len(dir(name)):], Samples: n}
 			if loc, _ := parse(name); loc.k == local {
 				if fi, err := os.Stat(loc.path); err == nil {
 					e.Bytes = fi.Size()
@@ -750,7 +1001,7 @@ func BuildShardList(ctx context.Context, o *Opener, names []string) (ShardList, 
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return ShardList{}, err
+		return Index{}, err
 	}
 	return l, nil
 }

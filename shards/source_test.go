@@ -58,6 +58,7 @@ func flat(ids [][]int) []int {
 }
 
 func TestSourceLocalEpochVisitsEverySampleOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, pattern := writeShards(t, dir, 10, 3, 0, 7)
 	src, err := New(context.Background(), pattern, testSchema, decodeTest)
@@ -129,10 +130,10 @@ func TestSourceHTTPMatchesLocalUnderFaults(t *testing.T) {
 func TestSourceShardList(t *testing.T) {
 	f := newFaultServer(t)
 	paths, pattern := writeShards(t, f.dir, 5, 6)
-	l, err := BuildShardList(context.Background(), nil, paths)
+	l, err := BuildIndex(context.Background(), nil, paths)
 	require.NoError(t, err)
 	assert.Equal(t, "wids-shard-index-v1", l.Kind)
-	assert.Equal(t, []ShardEntry{{"train-0000.tar", 5, fileSize(t, paths[0])}, {"train-0001.tar", 6, fileSize(t, paths[1])}}, l.Shards)
+	assert.Equal(t, []IndexEntry{{"train-0000.tar", 5, fileSize(t, paths[0])}, {"train-0001.tar", 6, fileSize(t, paths[1])}}, l.Shards)
 	l.Shards[1].Samples = 4 // a list is checked against the data: shard 1 holds 6
 	data, err := json.Marshal(l)
 	require.NoError(t, err)
@@ -183,6 +184,7 @@ func fileSize(t *testing.T, p string) int64 {
 }
 
 func TestSourceErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths, pattern := writeShards(t, dir, 4, 4)
 	_, err := New(context.Background(), "a{", testSchema, decodeTest)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestSplitKey(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string][2]string{
 		"s001.jpg":            {"s001", "jpg"},
 		"s001.JPG":            {"s001", "jpg"},
@@ -58,6 +59,7 @@ func count(t *testing.T, data []byte) (int, error) {
 }
 
 func TestTarReaderGroupsMembersByKey(t *testing.T) {
+	t.Parallel()
 	data := tarBytes(t,
 		tarMember{name: "__meta__", data: []byte("skipped")},
 		tarMember{name: "train/", typ: tar.TypeDir},
@@ -126,6 +128,7 @@ func TestTarReaderLongNamesAndTypes(t *testing.T) {
 }
 
 func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
+	t.Parallel()
 	good := tarBytes(t, sampleMembers(0)...)
 	// The offset of the end of s000000.bin's data: header, .cls, header, .bin.
 	binEnd := 512 + 512 + 512 + len(payload(0))
@@ -166,6 +169,7 @@ func TestTarReaderErrorsNameShardAndMember(t *testing.T) {
 }
 
 func TestTarReaderMemberLimit(t *testing.T) {
+	t.Parallel()
 	data := tarBytes(t, tarMember{name: "a.bin", data: make([]byte, 100)})
 	r := NewTarReader("mem.tar", io.NopCloser(bytes.NewReader(data)), 99)
 	defer r.Close()
@@ -174,6 +178,7 @@ func TestTarReaderMemberLimit(t *testing.T) {
 }
 
 func TestCountSeeksLocalFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths, _ := writeShards(t, dir, 7, 0, 3)
 	o := &Opener{}
@@ -198,6 +203,7 @@ func TestCountSeeksLocalFiles(t *testing.T) {
 // serves the next one; the records it returned keep their bytes, and the
 // closed reader reads nothing more.
 func TestTarReaderBufferReusedAfterClose(t *testing.T) {
+	t.Parallel()
 	var a, b []tarMember
 	for id := range 4 {
 		a = append(a, sampleMembers(id)...)

@@ -1,6 +1,6 @@
 // Package azure is the Azure Blob Storage store of package shards:
 // imported, it makes az://container/key URLs (azblob:// too) readable by
-// shards' Opener, Source and List:
+// shards' Opener, Source and List, and writable by shards.Upload:
 //
 //	import _ "github.com/tensorbatch/tensorbatch/shards/azure"
 //
@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -26,7 +27,8 @@ import (
 )
 
 func init() {
-	store.Register(store.Driver{Name: "Azure", Schemes: []string{"az", "azblob"}, Bucket: "container", Open: open})
+	store.Register(store.Driver{Name: "Azure", Schemes: []string{"az", "azblob"}, Bucket: "container", Open: open,
+		Endpoint: "check the BlobEndpoint of AZURE_STORAGE_CONNECTION_STRING, or the account AZURE_STORAGE_ACCOUNT"})
 }
 
 // NewClient returns an Azure Blob Storage client configured from the
@@ -35,14 +37,16 @@ func init() {
 // AZURE_STORAGE_ACCOUNT, at https://ACCOUNT.blob.core.windows.net/, with
 // its key AZURE_STORAGE_KEY, else with DefaultAzureCredential (the
 // AZURE_CLIENT_* variables, workload identity, managed identity, az
-// login...). options may be nil.
+// login...). options may be nil. Missing credentials are an error of one
+// line that says what to set (a store.ConfigError), when the client is
+// made or, for an identity, at its first request.
 func NewClient(options *azblob.ClientOptions) (*azblob.Client, error) {
 	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
 		return azblob.NewClientFromConnectionString(cs, options)
 	}
 	account := os.Getenv("AZURE_STORAGE_ACCOUNT")
 	if account == "" {
-		return nil, errors.New("no Azure storage account: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT (and AZURE_STORAGE_KEY, or an identity DefaultAzureCredential finds)")
+		return nil, &store.ConfigError{Msg: "no Azure storage account: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT (and AZURE_STORAGE_KEY, or an identity DefaultAzureCredential finds)"}
 	}
 	u := "https://" + account + ".blob.core.windows.net/"
 	if key := os.Getenv("AZURE_STORAGE_KEY"); key != "" {
@@ -54,9 +58,32 @@ func NewClient(options *azblob.ClientOptions) (*azblob.Client, error) {
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, err
+		return nil, &store.ConfigError{Msg: "Azure identity (DefaultAzureCredential): " + firstLine(err.Error()), Err: err}
 	}
-	return azblob.NewClient(u, cred, options)
+	return azblob.NewClient(u, identity{cred, account}, options)
+}
+
+// identity is DefaultAzureCredential with a failure said in one line
+// (its own lists each credential it tried, one a line), as a
+// store.ConfigError, which no retry mends: the credential retries its
+// token requests itself.
+type identity struct {
+	azcore.TokenCredential
+	account string
+}
+
+func (c identity) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.TokenCredential.GetToken(ctx, opts)
+	if err != nil && ctx.Err() == nil {
+		err = &store.ConfigError{Msg: fmt.Sprintf("no Azure credentials for the storage account %q: set AZURE_STORAGE_KEY, or AZURE_STORAGE_CONNECTION_STRING, or an identity DefaultAzureCredential finds (AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET; workload or managed identity; az login)", c.account), Err: err}
+	}
+	return tok, err
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 // open returns the store of the environment's client, whose requests go
@@ -113,6 +140,14 @@ func (s azureStore) Get(ctx context.Context, ctr, key string, off, n int64) (io.
 		return nil, store.Info{}, err
 	}
 	return resp.Body, info, nil
+}
+
+// Put writes az://ctr/key as a block blob, in blocks (UploadStream).
+func (s azureStore) Put(ctx context.Context, ctr, key string, body io.ReadSeeker, _ int64) error {
+	if _, err := s.c.UploadStream(noRetries(ctx), ctr, key, body, nil); err != nil {
+		return azureError(err)
+	}
+	return nil
 }
 
 // List lists a page of az://ctr/prefix (List Blobs, by hierarchy).

@@ -1,6 +1,6 @@
 // Package gcs is the Google Cloud Storage store of package shards:
 // imported, it makes gs://bucket/key URLs readable by shards' Opener,
-// Source and List:
+// Source and List, and writable by shards.Upload:
 //
 //	import _ "github.com/tensorbatch/tensorbatch/shards/gcs"
 //
@@ -9,7 +9,9 @@
 // fake-gcs-server is); else https://storage.googleapis.com with
 // Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS,
 // gcloud's application-default login, the metadata server of GCE, GKE,
-// Cloud Run...).
+// Cloud Run...). NO_GCE_CHECK=true, as Google's other client libraries
+// read it, skips the look for a metadata server (a request to
+// 169.254.169.254 and a DNS lookup) where no other credentials are found.
 package gcs
 
 import (
@@ -20,6 +22,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,7 +34,8 @@ import (
 )
 
 func init() {
-	store.Register(store.Driver{Name: "GCS", Schemes: []string{"gs"}, Bucket: "bucket", Open: open})
+	store.Register(store.Driver{Name: "GCS", Schemes: []string{"gs"}, Bucket: "bucket", Open: open,
+		Endpoint: "set STORAGE_EMULATOR_HOST to an emulator's host:port, or unset it for storage.googleapis.com"})
 }
 
 // gcsStore reads gs:// URLs with the Cloud Storage JSON API over plain
@@ -48,8 +53,10 @@ type gcsStore struct {
 	endpoint string // the API's root URL, no trailing slash
 }
 
-// scope is the OAuth scope of the requests: reads and listings.
-const scope = "https://www.googleapis.com/auth/devstorage.read_only"
+// scope is the OAuth scope of the requests: reads, listings and, for
+// shards.Upload, writes (what a token may do is still the account's
+// IAM roles).
+const scope = "https://www.googleapis.com/auth/devstorage.read_write"
 
 // maxListPage bounds the bytes of a page of objects.list read.
 const maxListPage = 256 << 20
@@ -65,15 +72,19 @@ func open(ctx context.Context, h store.HTTP) (store.Store, error) {
 		s.endpoint = strings.TrimSuffix(e, "/")
 		return s, nil
 	}
+	none := "none found: set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, run gcloud auth application-default login, or run on Google Cloud (STORAGE_EMULATOR_HOST for an emulator)"
+	if noMetadataServer() {
+		return nil, &store.ConfigError{Msg: "Google Application Default Credentials: " + none + "; NO_GCE_CHECK is set, so no metadata server was asked"}
+	}
 	// The token source refreshes with its own context, not the caller's,
 	// which may end first.
 	ts, err := google.DefaultTokenSource(context.WithoutCancel(ctx), scope)
 	if err != nil {
-		what := "none found: set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, run gcloud auth application-default login, or run on Google Cloud (STORAGE_EMULATOR_HOST for an emulator)"
+		what := none
 		if f := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); f != "" {
 			what = fmt.Sprintf("GOOGLE_APPLICATION_CREDENTIALS (%s): %v", f, err)
 		}
-		return nil, &oneLine{"Google Application Default Credentials: " + what, err}
+		return nil, &store.ConfigError{Msg: "Google Application Default Credentials: " + what, Err: err}
 	}
 	c := *h.Client
 	c.Transport = &oauth2.Transport{Source: ts, Base: h.Client.Transport}
@@ -81,14 +92,21 @@ func open(ctx context.Context, h store.HTTP) (store.Store, error) {
 	return s, nil
 }
 
-// oneLine is an error that says msg, and keeps err in its chain.
-type oneLine struct {
-	msg string
-	err error
+// noMetadataServer reports whether Application Default Credentials
+// would come from the metadata server alone (no key file named, none
+// where gcloud writes it) and NO_GCE_CHECK forbids asking it.
+func noMetadataServer() bool {
+	if off, _ := strconv.ParseBool(os.Getenv("NO_GCE_CHECK")); !off || os.Getenv("GOOGLE_APPLICATION_CREDENTIALS") != "" {
+		return false
+	}
+	// Where golang.org/x/oauth2/google looks for gcloud's file.
+	dir := filepath.Join(os.Getenv("HOME"), ".config", "gcloud")
+	if runtime.GOOS == "windows" {
+		dir = filepath.Join(os.Getenv("APPDATA"), "gcloud")
+	}
+	_, err := os.Stat(filepath.Join(dir, "application_default_credentials.json"))
+	return err != nil
 }
-
-func (e *oneLine) Error() string { return e.msg }
-func (e *oneLine) Unwrap() error { return e.err }
 
 func (s *gcsStore) bucketURL(bucket string) string {
 	return s.endpoint + "/storage/v1/b/" + url.PathEscape(bucket) + "/o"
@@ -97,6 +115,27 @@ func (s *gcsStore) bucketURL(bucket string) string {
 // Get GETs gs://bucket/key by a media download.
 func (s *gcsStore) Get(ctx context.Context, bucket, key string, off, n int64) (io.ReadCloser, store.Info, error) {
 	return store.HTTPGet(ctx, s.c, s.bucketURL(bucket)+"/"+url.PathEscape(key)+"?alt=media", off, n)
+}
+
+// Put writes gs://bucket/key by a simple media upload.
+func (s *gcsStore) Put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64) error {
+	u := s.endpoint + "/upload/storage/v1/b/" + url.PathEscape(bucket) + "/o?" + url.Values{"uploadType": {"media"}, "name": {key}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, io.NopCloser(body))
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := s.c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return &store.StatusError{Code: resp.StatusCode, Message: store.ErrorMessage(msg)}
+	}
+	return nil
 }
 
 // List lists a page of gs://bucket/prefix (objects.list).

@@ -1,6 +1,6 @@
 // Package s3 is the S3 store of package shards: imported, it makes
-// s3://bucket/key URLs readable by shards' Opener, Source and List, from
-// AWS S3 or any S3-compatible server (MinIO, versitygw, Ceph, R2...):
+// s3://bucket/key URLs readable by shards' Opener, Source and List (and
+// writable by shards.Upload), from AWS S3 or any S3-compatible server (MinIO, versitygw, Ceph, R2...):
 //
 //	import _ "github.com/tensorbatch/tensorbatch/shards/s3"
 //
@@ -29,7 +29,8 @@ import (
 )
 
 func init() {
-	store.Register(store.Driver{Name: "S3", Schemes: []string{"s3"}, Bucket: "bucket", Open: open})
+	store.Register(store.Driver{Name: "S3", Schemes: []string{"s3"}, Bucket: "bucket", Open: open,
+		Endpoint: "set AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL, or endpoint_url in ~/.aws/config) to the S3 server's URL"})
 }
 
 // open returns the store of the environment's client, whose requests go
@@ -118,6 +119,22 @@ func (s s3Store) Get(ctx context.Context, bucket, key string, off, n int64) (io.
 	return out.Body, info, nil
 }
 
+// maxPut is the most bytes one PutObject takes.
+const maxPut = 5 << 30
+
+// Put writes s3://bucket/key by one PutObject.
+func (s s3Store) Put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64) error {
+	if size > maxPut {
+		return fmt.Errorf("%d bytes: S3 takes at most 5 GiB in one PutObject: make smaller shards", size)
+	}
+	_, err := s.c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: body, ContentLength: aws.Int64(size)},
+		func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
+	if err != nil {
+		return s3Error(err)
+	}
+	return nil
+}
+
 // List lists a page of s3://bucket/prefix (ListObjectsV2).
 func (s s3Store) List(ctx context.Context, bucket, prefix, token string, pageSize int) ([]string, string, error) {
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix), Delimiter: aws.String("/")}
@@ -143,8 +160,13 @@ func (s s3Store) List(ctx context.Context, bucket, prefix, token string, pageSiz
 
 // s3Error turns an SDK error into a short one that keeps the status (a
 // store.StatusError), or marks a failure to send or to read a response
-// as transient.
+// as transient. Missing credentials come first: the SDK's account of
+// them holds the failed requests of its credential providers (the EC2
+// metadata service's), which are not the store's.
 func s3Error(err error) error {
+	if cerr := credentialsError(err); cerr != err {
+		return cerr
+	}
 	var se *smithyhttp.RequestSendError
 	if errors.As(err, &se) {
 		return &store.TransientError{Err: &sendError{err}}
@@ -157,7 +179,7 @@ func s3Error(err error) error {
 		if errors.As(err, &de) {
 			return &store.TransientError{Err: err}
 		}
-		return credentialsError(err)
+		return err
 	}
 	msg := ""
 	var ae smithy.APIError
@@ -172,26 +194,21 @@ func s3Error(err error) error {
 
 // credentialsError says what to set when the SDK found no credentials,
 // in one line instead of its account of the EC2 metadata service (which
-// the error's chain keeps); any other error is returned as it is.
+// the error's chain keeps), as a store.ConfigError, which no retry
+// mends; any other error is returned as it is. The SDK says so in words
+// alone: "get identity: get credentials: ..." (its identity resolver),
+// "failed to retrieve credentials" (its signer).
 func credentialsError(err error) error {
-	if !strings.Contains(err.Error(), "failed to retrieve credentials") {
+	msg := err.Error()
+	if !strings.Contains(msg, "get identity: ") && !strings.Contains(msg, "failed to retrieve credentials") {
 		return err
 	}
 	what := "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (a profile of ~/.aws/credentials), or run where an instance role is attached"
 	if p := os.Getenv("AWS_PROFILE"); p != "" {
 		what = fmt.Sprintf("credentials for the profile %q in ~/.aws/credentials (AWS_PROFILE), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", p)
 	}
-	return &oneLine{"no AWS credentials: set " + what, err}
+	return &store.ConfigError{Msg: "no AWS credentials: set " + what, Err: err}
 }
-
-// oneLine is an error that says msg, and keeps err in its chain.
-type oneLine struct {
-	msg string
-	err error
-}
-
-func (e *oneLine) Error() string { return e.msg }
-func (e *oneLine) Unwrap() error { return e.err }
 
 // sendError is a request that got no response: its message is the
 // transport's (a refused connection, a timeout), without the SDK's

@@ -44,6 +44,13 @@ type Store interface {
 	List(ctx context.Context, bucket, prefix, token string, pageSize int) (keys []string, next string, err error)
 }
 
+// Putter is a Store that can write: Put writes body, of size bytes, as
+// bucket/key, replacing what is there. The Opener retries a transient
+// failure by putting the whole object again, from a new body.
+type Putter interface {
+	Put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64) error
+}
+
 // Info is what a response says of the object.
 type Info struct {
 	Size    int64  // the object's size; -1 when unknown
@@ -56,6 +63,10 @@ type Driver struct {
 	Name    string   // for messages: "S3"
 	Schemes []string // its URL schemes, without "://": "s3"
 	Bucket  string   // what it calls a bucket: "bucket", "container"
+	// Endpoint says what sets the store's endpoint, for the error of a
+	// host that does not exist: "set AWS_ENDPOINT_URL_S3 (or
+	// AWS_ENDPOINT_URL) to the S3 server's URL".
+	Endpoint string
 	// Open returns the store the environment configures (credentials,
 	// endpoint), making its requests with h.
 	Open func(ctx context.Context, h HTTP) (Store, error)
@@ -64,11 +75,13 @@ type Driver struct {
 // HTTP is how an Opener's stores make requests: with its timeouts and
 // its bound on redirects.
 type HTTP struct {
-	// Client is the Opener's HTTPClient, when the caller set one; else nil.
+	// Client is the Opener's HTTPClient when the caller set one, else a
+	// client of the Opener's own with its timeouts and redirect bound.
 	Client *http.Client
 	// New returns a client of transport t with the Opener's timeouts
 	// (dialing, TLS, response headers) and redirect bound, for a store
-	// whose SDK brings its own transport (custom roots, say).
+	// whose SDK brings its own transport (custom roots, say); nil when
+	// the caller set the Opener's HTTPClient, which the store then uses.
 	New func(t *http.Transport) *http.Client
 }
 
@@ -143,6 +156,19 @@ type TransientError struct{ Err error }
 
 func (e *TransientError) Error() string { return e.Err.Error() }
 func (e *TransientError) Unwrap() error { return e.Err }
+
+// ConfigError is a failure that no retry mends, because the environment
+// lacks something or names what does not exist (no credentials, an
+// endpoint whose host no DNS server knows): the Opener fails at once.
+// Its message is one line that says what to set; Err, in its chain, is
+// the SDK's own account.
+type ConfigError struct {
+	Msg string
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Msg }
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // RangeHeader is the HTTP Range of n bytes from off (n < 0: to the end),
 // "" for the whole object.
