@@ -14,6 +14,7 @@ import (
 // Megatron corpora blended: each sample is the one its dataset's loader
 // gives at the same epoch, through a loader with workers, epoch by epoch.
 func TestBlendMegatron(t *testing.T) {
+	t.Parallel()
 	open := func(dt collate.DType, docs [][]int64, seed uint64) *MegatronDataset {
 		d, err := Megatron(megatronDocs(t, dt, docs), MegatronConfig{SeqLength: 4, Seed: seed, Out: collate.Int64})
 		require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 // zeroed; the other tests of each dataset compare whole epochs, in reused
 // buffers, with what they should hold.
 func TestDatasetsWriteEveryByte(t *testing.T) {
+	t.Parallel()
 	docs := make([][]int64, 60)
 	for i := range docs {
 		docs[i] = make([]int64, 1+(i*37)%150)

@@ -3,14 +3,17 @@ package corpus
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"math/rand/v2"
-	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -86,6 +89,7 @@ type MegatronDataset struct {
 	ntok    int64 // tokens in all sequences
 	n       int   // samples an epoch
 	schema  collate.Schema
+	fp      engine.Fingerprint
 	closed  atomic.Bool
 
 	mu       sync.Mutex
@@ -269,12 +273,12 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 		cfg.Field = "tokens"
 	}
 	if cfg.SeqLength <= 0 {
-		return nil, fmt.Errorf("shards: Megatron: MegatronConfig.SeqLength %d, want > 0", cfg.SeqLength)
+		return nil, fmt.Errorf("corpus: Megatron: MegatronConfig.SeqLength %d, want > 0", cfg.SeqLength)
 	}
 	idxPath, binPath := prefix+".idx", prefix+".bin"
 	bin, binSize, err := openTokenFile(binPath)
 	if err != nil {
-		return nil, fmt.Errorf("shards: Megatron: %w", err)
+		return nil, fmt.Errorf("corpus: Megatron: %w", err)
 	}
 	opened := false
 	defer func() {
@@ -284,17 +288,17 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 	}()
 	data, err := regfile.ReadFile(idxPath, maxMegatronIndexBytes)
 	if err != nil {
-		return nil, fmt.Errorf("shards: Megatron: %w", err)
+		return nil, fmt.Errorf("corpus: Megatron: %w", err)
 	}
 	x, err := parseMegatronIndex(idxPath, data, binSize)
 	if err != nil {
-		return nil, fmt.Errorf("shards: Megatron: %w", err)
+		return nil, fmt.Errorf("corpus: Megatron: %w", err)
 	}
 	if cfg.Out == 0 {
 		cfg.Out = x.dtype
 	}
 	if cfg.Out != x.dtype && cfg.Out != collate.Int32 && cfg.Out != collate.Int64 {
-		return nil, fmt.Errorf("shards: Megatron: MegatronConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, x.dtype)
+		return nil, fmt.Errorf("corpus: Megatron: MegatronConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, x.dtype)
 	}
 	var ntok int64
 	for _, n := range x.lengths {
@@ -302,18 +306,57 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 	}
 	sequence := int64(cfg.SeqLength) + 1
 	if ntok < sequence {
-		return nil, fmt.Errorf("shards: Megatron: %s: %d tokens, fewer than one sample of SeqLength+1 = %d", idxPath, ntok, sequence)
+		return nil, fmt.Errorf("corpus: Megatron: %s: %d tokens, fewer than one sample of SeqLength+1 = %d", idxPath, ntok, sequence)
 	}
 	n := (ntok - 1) / int64(cfg.SeqLength)
 	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("shards: Megatron: %s: %d samples an epoch, too many", idxPath, n)
+		return nil, fmt.Errorf("corpus: Megatron: %s: %d samples an epoch, too many", idxPath, n)
+	}
+	binID, err := fileIdentity(bin, binSize)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: Megatron: %s: %w", binPath, err)
 	}
 	opened = true
 	return &MegatronDataset{
 		prefix: prefix, cfg: cfg, idx: x, bin: bin, all: bin.view(0, binSize), binSize: binSize, ntok: ntok, n: int(n),
 		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.SeqLength + 1}}},
+		fp: engine.Fingerprint{"megatron.idx": wholeIdentity(data), "megatron.bin": binID,
+			"megatron.seq_length": strconv.Itoa(cfg.SeqLength), "megatron.seed": strconv.FormatUint(cfg.Seed, 10),
+			"megatron.out": cfg.Out.String()},
 		epochs: map[int]*megatronEpoch{},
 	}, nil
+}
+
+// Fingerprint returns what determines the dataset's samples besides Len
+// and Schema (engine.Fingerprinter), so that a loader's State is refused
+// for another corpus or configuration:
+//
+//   - megatron.idx: the .idx's size and a hash of all of its bytes (the
+//     token type, every sequence's length and pointer, the document
+//     indices), taken at open, where it is read whole anyway (SHA-256,
+//     a pass linear in the .idx's size);
+//   - megatron.bin: the .bin's identity, its size and a hash of its
+//     content (engine.FingerprintData: all of it up to 256 KiB, else 64
+//     blocks of 4 KiB spread evenly over it), taken at open;
+//   - megatron.seq_length, megatron.seed and megatron.out.
+//
+// No path and no time: the same files copied to another folder or
+// machine keep it. The limit: a .bin of more than 256 KiB edited in
+// place between the sampled blocks, its size kept, with the same .idx,
+// is not told apart.
+func (d *MegatronDataset) Fingerprint() engine.Fingerprint { return maps.Clone(d.fp) }
+
+// documentsFingerprint is the part of the Fingerprint that its documents
+// depend on (ReadDocument): the files', not SeqLength, Seed or Out.
+func (d *MegatronDataset) documentsFingerprint() engine.Fingerprint {
+	return engine.Fingerprint{"megatron.idx": d.fp["megatron.idx"], "megatron.bin": d.fp["megatron.bin"]}
+}
+
+// wholeIdentity is "size:hash" of all of data, in the form of
+// engine.FingerprintBytes, which hashes samples of data past 256 KiB.
+func wholeIdentity(data []byte) string {
+	sum := sha256.Sum256(data)
+	return strconv.Itoa(len(data)) + ":" + hex.EncodeToString(sum[:8])
 }
 
 // Len returns the samples of an epoch: (tokens-1)/SeqLength.
@@ -413,7 +456,7 @@ var megatronAhead atomic.Pointer[func(d *MegatronDataset, epoch int)]
 // steps, nil while the dataset is open.
 func (d *MegatronDataset) stopped() error {
 	if d.closed.Load() {
-		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+		return fmt.Errorf("corpus: Megatron: %s: closed", d.prefix)
 	}
 	return nil
 }
@@ -448,7 +491,7 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 	lengths := gather(d.idx.lengths, docs) // in the epoch's order
 	samples, err := buildSampleIndex(lengths, d.cfg.SeqLength, d.ntok)
 	if err != nil {
-		return MegatronOrder{}, nil, fmt.Errorf("shards: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
+		return MegatronOrder{}, nil, fmt.Errorf("corpus: Megatron: %s: epoch %d: %w", d.prefix, epoch, err)
 	}
 	if err := d.stopped(); err != nil {
 		return MegatronOrder{}, nil, err
@@ -466,8 +509,8 @@ func (d *MegatronDataset) buildOrder(epoch int) (MegatronOrder, []int32, error) 
 // order. It walks the samples in sample order, so that its
 // reads of the documents follow that order, and writes each sample's
 // runs where its dataset index puts them, having counted them first:
-// walked in dataset order, half its time (10^6 documents, in a profile)
-// was each sample's first read, a cache miss. Its passes run in chunks
+// walked in dataset order, each sample's first read is a cache miss,
+// which dominates a profile of BenchmarkMegatronSampleIndex. Its passes run in chunks
 // (inChunks).
 func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []int64, runs []byteSpan, err error) {
 	es, seq := int64(d.idx.dtype.Size()), int64(d.cfg.SeqLength)+1
@@ -492,7 +535,7 @@ func (d *MegatronDataset) sampleRuns(o MegatronOrder, lengths []int32) (first []
 		}
 	})
 	if k := past.Load(); k > 0 {
-		return nil, nil, fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k-1)
+		return nil, nil, fmt.Errorf("corpus: Megatron: %s: sample %d runs past the last document", d.prefix, k-1)
 	}
 	first = make([]int64, n+1)
 	for i, k := range o.Shuffle {
@@ -530,9 +573,10 @@ func gather[T int32 | int64](of []T, docs []int32) []T {
 
 // inChunks calls f on chunks of [0, n) that cover it, on up to 8
 // goroutines, but one fewer than GOMAXPROCS: an epoch's build runs
-// beside the loader, and leaves it a P. On a 16-core Xeon, corpora of
-// short documents made a loader wait for the next epoch's build at each
-// epoch's start (bench/RESULTS.md, stop 31).
+// beside the loader, and leaves it a P. Built on one goroutine, the
+// next epoch of a corpus of short documents took as long as an epoch's
+// copying where the CPUs are many, and the loader waited for it at each
+// epoch's start (BenchmarkMegatronSequences, short-docs and tiny-docs).
 func inChunks(n int, f func(lo, hi int)) {
 	const chunk = 1 << 16
 	g := min(runtime.GOMAXPROCS(0)-1, 8, (n+chunk-1)/chunk)
@@ -668,7 +712,7 @@ func (d *MegatronDataset) FillBatch(_ context.Context, b *engine.BatchSlot) erro
 // dst; on an error it returns the i it failed at.
 func (d *MegatronDataset) fill(dst []byte, e *megatronEpoch, indices []int) (int, error) {
 	if d.closed.Load() {
-		return 0, fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+		return 0, fmt.Errorf("corpus: Megatron: %s: closed", d.prefix)
 	}
 	o := e.order
 	row := len(dst) / max(len(indices), 1)
@@ -716,18 +760,17 @@ const megatronRuns = 512
 var runLists = sync.Pool{New: func() any { return new([]byteRun) }}
 
 // copyBatch writes samples e.order.Shuffle[indices[r]] into row r of
-// dst, from the mapping. Where Out is the .bin's type, it copies each
-// stretch of consecutive indices (a whole batch, with the loader's
-// Shuffle off) with one moveSpans over their runs, one after the other
-// as a plain loop of copies would, with no lookup in between; with the
-// lookups and their branches interleaved (a sample spans one document or
-// several) a batch took 1.4-1.5 times as long as that loop
-// (bench/RESULTS.md, stop 28). Otherwise it lists the runs of samples
-// until it has megatronRuns (listRuns), then converts them (convertRuns),
-// and so on. *to is where the run being converted (or the sample that
-// failed) goes, for the caller's error, or -1 while moveSpans copies: a
-// fault there says where it read (faulted). *inFile is cleared when a run
-// ends on a zero byte (endsInFile). Call it under guardMapped.
+// dst, from the mapping. Where Out is the .bin's type, it copies the
+// batch with one moveSpans over its samples' runs (copySpans), one after
+// the other as a plain loop of copies would, with no lookup in between;
+// with the lookups and their branches interleaved (a sample spans one
+// document or several) a batch took much longer than that loop
+// (BenchmarkMegatronSequences' x-copy). Otherwise it lists the runs of
+// samples until it has megatronRuns (listRuns), then converts them
+// (convertRuns), and so on. *to is where the run being converted (or the
+// sample that failed) goes, for the caller's error, or -1 while moveSpans
+// copies: a fault there says where it read (faulted). *inFile is cleared
+// when a run ends on a zero byte (endsInFile). Call it under guardMapped.
 func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int, to *int64, inFile *bool) error {
 	row := int64(len(dst) / max(len(indices), 1))
 	if d.cfg.Out == d.idx.dtype && littleEndian {
@@ -749,43 +792,64 @@ func (d *MegatronDataset) copyBatch(dst []byte, e *megatronEpoch, indices []int,
 	return nil
 }
 
-// copySpans is copyBatch where Out is the .bin's type: a moveSpans for
-// each stretch of consecutive indices, whose runs are consecutive in e's
-// list and, in turn, fill their rows.
+// copySpans is copyBatch where Out is the .bin's type: one moveSpans for
+// the batch. The runs of a stretch of consecutive indices are consecutive
+// in e's list and, in turn, fill their rows: a batch that is one stretch
+// (the loader's own order, Shuffle off) copies them where they lie; one
+// of several (the indices of a Subset or RandomSplit part, a Blend's, the
+// loader's Shuffle) gathers its stretches' runs into one list first
+// (spanLists), so that moveSpans' prefetch reaches across its samples.
+// Copied stretch by stretch, a batch of a RandomSplit part took about
+// twice a batch of the dataset's own order (BenchmarkMegatronSubset).
 func (d *MegatronDataset) copySpans(dst []byte, e *megatronEpoch, indices []int, row int64, to *int64, inFile *bool) error {
 	if want := int64(d.cfg.SeqLength+1) * int64(d.idx.dtype.Size()); len(indices) > 0 && row != want {
-		return fmt.Errorf("shards: Megatron: %s: rows of %d bytes, want %d", d.prefix, row, want)
+		return fmt.Errorf("corpus: Megatron: %s: rows of %d bytes, want %d", d.prefix, row, want)
 	}
 	n := len(e.first) - 1
-	for r := 0; r < len(indices); {
-		j := r // the stretch is indices[r:j+1]
-		for j+1 < len(indices) && indices[j+1] == indices[j]+1 {
-			j++
+	whole := true // indices are one stretch
+	for r, index := range indices {
+		if index < 0 || index >= n {
+			*to = int64(r) * row
+			return fmt.Errorf("corpus: Megatron: %s: index %d, want [0, %d)", d.prefix, index, n)
 		}
-		if indices[r] < 0 || indices[j] >= n {
-			bad := r // the first out of range
-			if indices[r] >= 0 {
-				bad += max(0, n-indices[r])
+		whole = whole && (r == 0 || index == indices[r-1]+1)
+	}
+	if len(indices) == 0 {
+		return nil
+	}
+	var runs []byteSpan
+	if whole {
+		runs = e.runs[e.first[indices[0]]:e.first[indices[len(indices)-1]+1]]
+	} else {
+		list := spanLists.Get().(*[]byteSpan)
+		defer spanLists.Put(list)
+		runs = (*list)[:0]
+		for r := 0; r < len(indices); {
+			j := r // the stretch is indices[r:j+1]
+			for j+1 < len(indices) && indices[j+1] == indices[j]+1 {
+				j++
 			}
-			*to = int64(bad) * row
-			return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, indices[bad], n)
+			runs = append(runs, e.runs[e.first[indices[r]]:e.first[indices[j]+1]]...)
+			r = j + 1
 		}
-		runs := e.runs[e.first[indices[r]]:e.first[indices[j]+1]]
-		out := dst[int64(r)*row : int64(j+1)*row]
-		*to = -1
-		if moveSpans(out, d.all, runs) { // a run ended on zeros: look closer
-			at := int64(0)
-			for _, s := range runs {
-				at += s.n
-				if out[at-1] == 0 && !endsInFile(d.all, s.from+s.n) {
-					*inFile = false
-				}
+		*list = runs
+	}
+	out := dst[:int64(len(indices))*row]
+	*to = -1
+	if moveSpans(out, d.all, runs) { // a run ended on zeros: look closer
+		at := int64(0)
+		for _, s := range runs {
+			at += s.n
+			if out[at-1] == 0 && !endsInFile(d.all, s.from+s.n) {
+				*inFile = false
 			}
 		}
-		r = j + 1
 	}
 	return nil
 }
+
+// spanLists holds copySpans' lists of a batch's runs for reuse.
+var spanLists = sync.Pool{New: func() any { return new([]byteSpan) }}
 
 // listRuns appends to runs those of samples indices[r:], to be written
 // from row r of dst on, until it holds megatronRuns or more; it returns
@@ -793,15 +857,15 @@ func (d *MegatronDataset) copySpans(dst []byte, e *megatronEpoch, indices []int,
 // indices are consecutive in e's lists, so a batch of them reads its
 // runs in one sweep. It calls nothing in its loop but append and, to
 // return one, an error's constructor: with a call there, the compiler
-// kept the loop's variables on the stack, and finding the runs took 1.3
-// to 2 times as long (bench/RESULTS.md, stop 30).
+// kept the loop's variables on the stack, and finding the runs alone
+// took longer (BenchmarkMegatronSequences times the batches it serves).
 func (d *MegatronDataset) listRuns(runs []byteRun, e *megatronEpoch, indices []int, r int, row int64, to *int64) ([]byteRun, int, error) {
 	es, ow := int64(d.idx.dtype.Size()), int64(d.cfg.Out.Size())
 	for ; r < len(indices) && len(runs) < megatronRuns; r++ {
 		index := indices[r]
 		if index < 0 || index >= len(e.first)-1 {
 			*to = int64(r) * row
-			return runs, r, fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.first)-1)
+			return runs, r, fmt.Errorf("corpus: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(e.first)-1)
 		}
 		at := int64(r) * row
 		for _, s := range e.runs[e.first[index]:e.first[index+1]] {
@@ -837,7 +901,7 @@ func (d *MegatronDataset) convertRuns(dst []byte, o MegatronOrder, indices []int
 					return nil
 				}
 				err = d.convert(dst[r.to:r.to+n*ow], all[r.from:r.end], off) // again, for the token's number in its sequence
-				return fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+				return fmt.Errorf("corpus: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
 					d.prefix, o.Shuffle[index], seq, off, off+n, r.from, r.end, err)
 			})
 		}
@@ -874,7 +938,7 @@ func (d *MegatronDataset) faulted(o MegatronOrder, indices []int, f fault) int {
 // written at byte to of the sample's row.
 func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, off, n, from, to int64) error) error {
 	if index < 0 || index >= len(o.Shuffle) {
-		return fmt.Errorf("shards: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
+		return fmt.Errorf("corpus: Megatron: %s: index %d, want [0, %d)", d.prefix, index, len(o.Shuffle))
 	}
 	k := o.Shuffle[index]
 	at, off := o.Samples[2*k], o.Samples[2*k+1]
@@ -882,7 +946,7 @@ func (d *MegatronDataset) pieces(o MegatronOrder, index int, f func(seq int32, o
 	var to int64
 	for remaining := int64(d.cfg.SeqLength) + 1; remaining > 0; at, off = at+1, 0 {
 		if at >= int64(len(o.Documents)) {
-			return fmt.Errorf("shards: Megatron: %s: sample %d runs past the last document", d.prefix, k)
+			return fmt.Errorf("corpus: Megatron: %s: sample %d runs past the last document", d.prefix, k)
 		}
 		seq := o.Documents[at]
 		if n := min(int64(d.idx.lengths[seq])-off, remaining); n > 0 {
@@ -912,7 +976,7 @@ func (d *MegatronDataset) read(dst []byte, o MegatronOrder, index int) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("shards: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
+			return fmt.Errorf("corpus: Megatron: %s.bin: sample %d, sequence %d (tokens %d to %d, bytes %d to %d): %w",
 				d.prefix, o.Shuffle[index], seq, off, off+n, from, from+n*es, err)
 		}
 		return nil
@@ -938,7 +1002,7 @@ func (d *MegatronDataset) cut(o MegatronOrder, index int, f fault) error {
 	if size, err := d.bin.size(); err == nil {
 		now = fmt.Sprintf("is %d bytes", size)
 	}
-	msg := fmt.Sprintf("shards: Megatron: %s.bin: sample %d (index %d, up to byte %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
+	msg := fmt.Sprintf("corpus: Megatron: %s.bin: sample %d (index %d, up to byte %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
 		d.prefix, o.Shuffle[index], index, d.extent(o, index), now, d.binSize)
 	if f.addr != 0 {
 		msg += " (" + f.Error() + ")"
@@ -1036,69 +1100,20 @@ func (d *MegatronDataset) Close() error {
 // prefix.bin, tokens of type dtype (collate.Uint8, Int8, Int16, Uint16,
 // Int32 or Int64), one sequence a document, as Megatron's
 // IndexedDatasetBuilder does with add_document: for tests, examples and
-// small corpora. A token that dtype cannot hold is an error.
+// small corpora (a MegatronWriter writes one as its documents come). A
+// token that dtype cannot hold is an error, and nothing is written.
 func WriteMegatron(prefix string, dtype collate.DType, documents [][]int64) error {
-	code, ok := megatronCode(dtype)
-	if !ok {
-		return fmt.Errorf("shards: WriteMegatron: dtype %v, want uint8, int8, int16, uint16, int32 or int64", dtype)
+	w, err := newMegatronWriter("corpus: WriteMegatron", prefix, dtype)
+	if err != nil {
+		return err
 	}
-	var bin []byte
-	var lengths []int32
-	var pointers []int64
-	for d, doc := range documents {
-		if len(doc) > math.MaxInt32 {
-			return fmt.Errorf("shards: WriteMegatron: document %d: %d tokens, more than a sequence holds", d, len(doc))
-		}
-		pointers = append(pointers, int64(len(bin)))
-		lengths = append(lengths, int32(len(doc)))
-		for i, v := range doc {
-			var fits bool
-			switch dtype {
-			case collate.Uint8:
-				fits = v >= 0 && v <= math.MaxUint8
-				bin = append(bin, byte(v))
-			case collate.Int8:
-				fits = v >= math.MinInt8 && v <= math.MaxInt8
-				bin = append(bin, byte(v))
-			case collate.Int16:
-				fits = v >= math.MinInt16 && v <= math.MaxInt16
-				bin = binary.LittleEndian.AppendUint16(bin, uint16(v))
-			case collate.Uint16:
-				fits = v >= 0 && v <= math.MaxUint16
-				bin = binary.LittleEndian.AppendUint16(bin, uint16(v))
-			case collate.Int32:
-				fits = v >= math.MinInt32 && v <= math.MaxInt32
-				bin = binary.LittleEndian.AppendUint32(bin, uint32(v))
-			case collate.Int64:
-				fits = true
-				bin = binary.LittleEndian.AppendUint64(bin, uint64(v))
-			}
-			if !fits {
-				return fmt.Errorf("shards: WriteMegatron: document %d, token %d: %d does not fit %v", d, i, v, dtype)
-			}
+	for _, doc := range documents {
+		if err := w.Add(doc); err != nil {
+			w.Abort()
+			return err
 		}
 	}
-	idx := append([]byte(nil), megatronMagic...)
-	idx = binary.LittleEndian.AppendUint64(idx, 1)
-	idx = append(idx, code)
-	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(documents)))
-	idx = binary.LittleEndian.AppendUint64(idx, uint64(len(documents)+1))
-	for _, n := range lengths {
-		idx = binary.LittleEndian.AppendUint32(idx, uint32(n))
-	}
-	for _, p := range pointers {
-		idx = binary.LittleEndian.AppendUint64(idx, uint64(p))
-	}
-	for i := range len(documents) + 1 {
-		idx = binary.LittleEndian.AppendUint64(idx, uint64(i))
-	}
-	if err := os.WriteFile(prefix+".bin", bin, 0o644); err != nil {
-		return fmt.Errorf("shards: WriteMegatron: %w", err)
-	}
-	if err := os.WriteFile(prefix+".idx", idx, 0o644); err != nil {
-		return fmt.Errorf("shards: WriteMegatron: %w", err)
-	}
-	return nil
+	return w.Close()
 }
 
 // maxMegatronIndexBytes bounds a Megatron .idx, read whole: the largest

@@ -50,6 +50,9 @@ func indexOnly(lengths []int32, seq int, seed uint64) *MegatronDataset {
 // first, inside and last, samples ending on a document's last token,
 // and documents longer than a sample.
 func TestMegatronSampleIndexNumpy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the numpy peer: slow; go test without -short runs it")
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	lengths := make([]int32, 3000)
 	for i := range lengths {
@@ -161,6 +164,7 @@ func BenchmarkMegatronSampleIndex(b *testing.B) {
 
 // shuffle permutes as rand.Shuffle does, draw for draw.
 func TestShuffleIsRandShuffle(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 2, 3, 4, 10, 1000, 1 << 17, 1<<17 + 1} {
 		for seed := range uint64(3) {
 			want, got := make([]int32, n), make([]int32, n)
@@ -180,6 +184,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // convert widens every token type as decodeTokens reads it (the typed
 // loops against Pack's independent decoder), to int64 and int32.
 func TestMegatronConvertWidens(t *testing.T) {
+	t.Parallel()
 	src := make([]byte, 8*257)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := range src {

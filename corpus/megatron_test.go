@@ -185,6 +185,9 @@ func checkAgainstPeer(t *testing.T, d *MegatronDataset, prefix string) {
 // sequences, empty sequences, every integer dtype) and agrees with
 // numpy's reading on every token, and on the samples.
 func TestMegatronReadsPeerCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the numpy peer: slow; go test without -short runs it")
+	}
 	for i, dt := range megatronTypes {
 		seqs := []int{7}
 		if dt == collate.Uint16 {
@@ -205,6 +208,9 @@ func TestMegatronReadsPeerCorpus(t *testing.T) {
 
 // numpy reads corpora that WriteMegatron wrote and agrees on every token.
 func TestMegatronPeerReadsGoCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the numpy peer: slow; go test without -short runs it")
+	}
 	for _, dt := range megatronTypes {
 		t.Run(dt.String(), func(t *testing.T) {
 			lo, hi := int64(0), int64(250)
@@ -258,6 +264,7 @@ func knownDocs() [][]int64 {
 // Both Fill paths: widened, and copied as the file holds them (in
 // batches of consecutive indices, and shuffled by the loader).
 func TestMegatronSamplesCrossDocuments(t *testing.T) {
+	t.Parallel()
 	docs := knownDocs()
 	prefix := megatronDocs(t, collate.Int32, docs)
 	for _, out := range []collate.DType{collate.Int64, collate.Int32} {
@@ -307,6 +314,7 @@ func samplesCrossDocuments(t *testing.T, prefix string, docs [][]int64, out coll
 // batches are bit-identical at any Workers, for the file's own type and
 // widened.
 func TestMegatronDeterministic(t *testing.T) {
+	t.Parallel()
 	docs := knownDocs()
 	prefix := megatronDocs(t, collate.Uint16, docs)
 	for _, out := range []collate.DType{0, collate.Int32, collate.Int64} {
@@ -336,6 +344,7 @@ func TestMegatronDeterministic(t *testing.T) {
 // index): going forward it keeps the latest two, backward the two
 // earliest asked, and each epoch's order is the same when built again.
 func TestMegatronKeepsTwoEpochs(t *testing.T) {
+	t.Parallel()
 	d, err := Megatron(megatronDocs(t, collate.Uint16, knownDocs()), MegatronConfig{SeqLength: 6, Seed: 3})
 	require.NoError(t, err)
 	defer d.Close()
@@ -437,6 +446,7 @@ func TestMegatronCloseStopsTheBuildAhead(t *testing.T) {
 // A loader saved mid-epoch (engine.State, through JSON) and resumed in a
 // new loader over a new dataset delivers exactly the rest of the epoch.
 func TestMegatronResume(t *testing.T) {
+	t.Parallel()
 	prefix := megatronDocs(t, collate.Int32, knownDocs())
 	open := func() *MegatronDataset {
 		d, err := Megatron(prefix, MegatronConfig{SeqLength: 5, Seed: 11, Out: collate.Int64})
@@ -473,6 +483,7 @@ func TestMegatronResume(t *testing.T) {
 
 // The loader's FillBatch writes what a Fill of each sample writes.
 func TestMegatronFillBatchMatchesFill(t *testing.T) {
+	t.Parallel()
 	prefix := megatronDocs(t, collate.Int16, knownDocs()[:10])
 	d, err := Megatron(prefix, MegatronConfig{SeqLength: 8, Seed: 3, Out: collate.Int32})
 	require.NoError(t, err)
@@ -498,6 +509,7 @@ func TestMegatronFillBatchMatchesFill(t *testing.T) {
 // sample, the run of its sequence being read and the token, at the first
 // index of the batch whose sample holds it.
 func TestMegatronOutOfRangeForInt32(t *testing.T) {
+	t.Parallel()
 	prefix := megatronDocs(t, collate.Int64, [][]int64{{1, 2, 3, 4, 5, 6, 7}, {8, 9, 10, 1 << 40, 12, 13}, {14, 15, 16, 17, 18}})
 	d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Out: collate.Int32})
 	require.NoError(t, err)
@@ -579,6 +591,7 @@ func megatronIdxOf(lengths []uint32, pointers, docs []uint64) (idx, bin []byte) 
 // reader asserts that the last is S. The error names the file, the table
 // and the entry.
 func TestMegatronDocumentIndicesEnd(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		docs []uint64
 		want string
@@ -609,6 +622,7 @@ func TestMegatronDocumentIndicesEnd(t *testing.T) {
 // Corrupt or truncated files are errors naming the file and the field,
 // never a panic or an allocation the files do not back.
 func TestMegatronCorruptFiles(t *testing.T) {
+	t.Parallel()
 	const (
 		version  = 9
 		dtype    = 17
@@ -669,7 +683,7 @@ func TestMegatronCorruptFiles(t *testing.T) {
 			d, err := Megatron(prefix, MegatronConfig{SeqLength: 2})
 			require.Error(t, err)
 			assert.Nil(t, d)
-			assert.Contains(t, err.Error(), "shards: Megatron: "+prefix+tc.want)
+			assert.Contains(t, err.Error(), "corpus: Megatron: "+prefix+tc.want)
 		})
 	}
 
@@ -726,7 +740,9 @@ func TestMegatronBinCutWhileMapped(t *testing.T) {
 		o, err := d.Order(0)
 		require.NoError(t, err)
 		for _, workers := range []int{0, 2} {
-			l, err := engine.New(d, engine.Config{BatchSize: 16, Workers: workers, WorldSize: 1, Backend: "cpu"})
+			// Workers 2 shuffles: batches of scattered indices (copySpans
+			// gathers their runs).
+			l, err := engine.New(d, engine.Config{BatchSize: 16, Workers: workers, Shuffle: workers > 0, WorldSize: 1, Backend: "cpu"})
 			require.NoError(t, err)
 			var got error
 			for _, err := range l.Epoch(context.Background(), 0) {
@@ -803,8 +819,8 @@ func FuzzMegatronIndex(f *testing.F) {
 // Megatron dataset needs not: it writes every byte) through the loader and, epoch by epoch in turn, writes the same
 // bytes for the same samples into one batch buffer with two plain loops
 // over their runs of a document's tokens, a batch at a time: copy (one
-// memmove a run), and moveSpans, the loader's own copy (bench/RESULTS.md,
-// stop 29; the metrics keep the name it had then, moveRuns). The runs
+// memmove a run), and moveSpans, the loader's own copy (its metrics keep
+// moveSpans' earlier name, moveRuns). The runs
 // are precomputed for every epoch before the timer starts, from a second
 // dataset over the same files (so the loader still builds each epoch's
 // order itself, and none of that bookkeeping's garbage is collected while
@@ -921,6 +937,7 @@ func megatronSequences(b *testing.B, prefix string, workers int) {
 // An index out of range is an error naming it, at its position in the
 // batch, on both Fill paths, whether it follows its neighbours or not.
 func TestMegatronIndexOutOfRange(t *testing.T) {
+	t.Parallel()
 	prefix := megatronDocs(t, collate.Int32, knownDocs())
 	for _, out := range []collate.DType{collate.Int32, collate.Int64} {
 		d, err := Megatron(prefix, MegatronConfig{SeqLength: 4, Seed: 1, Out: out})

@@ -8,18 +8,18 @@ import (
 // byteRun is a run of bytes to convert: src[from:end] to dst[to:]. In a
 // Megatron batch being converted, one run of a sample's tokens from one
 // document of the .bin. It is kept to 24 bytes: with two int32 more (the
-// document, the row) the copies of a batch took about a fifth longer (AMD
-// EPYC, 2 vCPUs), for reasons not pinned down; the error paths find
-// those again.
+// document, the row) the copies of a batch took longer
+// (BenchmarkMegatronSequences), for reasons not pinned down; the error
+// paths find those again.
 type byteRun struct{ from, end, to int64 }
 
 // byteSpan is a run of bytes to copy where the one before it ended:
 // src[from:from+n]. A Megatron epoch lists its samples' runs of tokens so
 // (megatronEpoch), and a batch of consecutive indices copies them with
-// one moveSpans, with no list of byteRuns to make first: on documents of
-// 1 to 64 tokens a batch's fill took 1.10-1.13 times the time of the
-// assembly loop over precomputed runs with that list, and 1.03 without
-// it (bench/RESULTS.md, stop 31).
+// one moveSpans, with no list of byteRuns to make first: making that
+// list was most of what a batch's fill took beyond the assembly loop
+// over precomputed runs on documents of 1 to 64 tokens
+// (BenchmarkMegatronSequences, short-docs, x-moveruns).
 type byteSpan struct{ from, n int64 }
 
 // moveSpans copies the spans' bytes one after the other into dst from its
@@ -27,24 +27,22 @@ type byteSpan struct{ from, n int64 }
 // one is zero (endsInFile). A span of no bytes, or one outside src, or
 // one that would end past dst, panics (once the spans before it are
 // copied). The assembly loop checks each span as it comes to it: a pass
-// over them all in Go first took about 4 % of a Megatron batch's fill on
-// a 16-core Xeon, where it read the span list from memory first
-// (bench/RESULTS.md, stop 32).
+// over them all in Go first reads the span list from memory twice, which
+// shows in BenchmarkMegatronSequences where copy is as fast as this loop.
 //
 // On amd64 with AVX2 one assembly loop does them all (moveruns_amd64.s),
 // 32 bytes at a time with the stores aligned; Go's copy moves 256 to 2048
 // bytes, the size of most runs, 16 bytes at a time with unaligned stores.
-// On a Megatron batch's runs the loop takes 0.7 to 0.85 of copy's time,
-// whether the source is in the cache or not (BenchmarkMoveSpans;
-// bench/RESULTS.md, stop 29, as moveRuns). It also prefetches the first
-// line of the span 8 spans on, so that the cache misses of spans
-// scattered over the source overlap, where a loop of copies meets each
-// in turn; with that, a batch of short runs (documents of 1 to 64 tokens)
-// takes 0.36 of copy's time, and one of long runs from a 128 MB corpus
-// 0.73 (stop 30). Its reads fault as copy's do, so guardMapped turns a
-// read past a cut file into an error either way; that is why it is Go
-// assembly here and not a kernel of internal/csrc, where a fault in C code
-// would end the process.
+// BenchmarkMoveSpans compares it with copy on a Megatron batch's runs,
+// from a source in the cache and from one that is not. It also
+// prefetches the first line of the span 8 spans on, so that the cache
+// misses of spans scattered over the source overlap, where a loop of
+// copies meets each in turn: that matters most for a batch of short runs
+// and for a corpus larger than the cache (BenchmarkMoveSpans' 256 MiB
+// source; BenchmarkMegatronSequences, short-docs). Its reads fault as
+// copy's do, so guardMapped turns a read past a cut file into an error
+// either way; that is why it is Go assembly here and not a kernel of
+// internal/csrc, where a fault in C code would end the process.
 func moveSpans(dst, src []byte, spans []byteSpan) (zeroEnd bool) {
 	if !haveMoveSpans || len(spans) == 0 {
 		to := int64(0)
@@ -69,11 +67,11 @@ func moveSpans(dst, src []byte, spans []byteSpan) (zeroEnd bool) {
 func badSpan(dst, src []byte, spans []byteSpan, i int) string {
 	s := spans[i]
 	if s.n <= 0 || s.from < 0 || s.from > int64(len(src))-s.n {
-		return fmt.Sprintf("shards: span %d of %d bytes from %d: empty or outside the source (%d bytes)", i, s.n, s.from, len(src))
+		return fmt.Sprintf("corpus: span %d of %d bytes from %d: empty or outside the source (%d bytes)", i, s.n, s.from, len(src))
 	}
 	var total int64
 	for _, s := range spans[:i+1] {
 		total += s.n
 	}
-	return fmt.Sprintf("shards: spans of %d bytes or more into %d", total, len(dst))
+	return fmt.Sprintf("corpus: spans of %d bytes or more into %d", total, len(dst))
 }

@@ -93,7 +93,7 @@ func TestMoveSpansChecksBounds(t *testing.T) {
 					defer func() { got = recover() }()
 					moveSpans(dst, src, in)
 				}()
-				assert.Contains(t, got, "shards: "+c.want, "%+v", in)
+				assert.Contains(t, got, "corpus: "+c.want, "%+v", in)
 			}
 		})
 	}

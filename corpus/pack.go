@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -38,10 +43,66 @@ func (d DocumentSlice) DocumentLen(i int) int { return len(d[i]) }
 // ReadDocument copies d[i][off:off+len(dst)] into dst.
 func (d DocumentSlice) ReadDocument(i, off int, dst []int64) error {
 	if i < 0 || i >= len(d) || off < 0 || off+len(dst) > len(d[i]) {
-		return fmt.Errorf("shards: DocumentSlice: tokens [%d, %d) of document %d are out of range", off, off+len(dst), i)
+		return fmt.Errorf("corpus: DocumentSlice: tokens [%d, %d) of document %d are out of range", off, off+len(dst), i)
 	}
 	copy(dst, d[i][off:])
 	return nil
+}
+
+// Fingerprint returns the documents' identity (engine.Fingerprinter),
+// which Pack records in its own:
+//
+//   - document_slice.lengths: the number of documents and a hash of all
+//     their lengths;
+//   - document_slice.tokens: the tokens' identity, as
+//     engine.FingerprintData gives it for the documents back to back,
+//     8 little-endian bytes a token: all of them up to 32 Ki tokens, else
+//     64 runs of 512 tokens spread evenly over them.
+//
+// It reads the lengths of all the documents, 64 runs of tokens at most,
+// at each call (Pack calls it once). The limit: a corpus of more than 32
+// Ki tokens edited between the runs sampled, its lengths kept, is not
+// told apart.
+func (d DocumentSlice) Fingerprint() engine.Fingerprint {
+	ends := make([]int64, len(d)) // ends[i]: the tokens of documents [0, i]
+	lengths := make([]byte, 0, 8*len(d))
+	var n int64
+	for i, doc := range d {
+		n += int64(len(doc))
+		ends[i] = n
+		lengths = binary.LittleEndian.AppendUint64(lengths, uint64(len(doc)))
+	}
+	tokens, _ := engine.FingerprintData(sliceReader{d, ends}, 8*n) // reads memory: no error
+	return engine.Fingerprint{
+		"document_slice.lengths": strconv.Itoa(len(d)) + " " + engine.FingerprintHash(unsafe.String(unsafe.SliceData(lengths), len(lengths))),
+		"document_slice.tokens":  tokens,
+	}
+}
+
+// sliceReader reads a DocumentSlice's tokens back to back, 8
+// little-endian bytes a token (an io.ReaderAt); ends[i] is the tokens of
+// documents [0, i].
+type sliceReader struct {
+	d    DocumentSlice
+	ends []int64
+}
+
+func (r sliceReader) ReadAt(p []byte, off int64) (int, error) {
+	var b [8]byte
+	n := 0
+	for n < len(p) {
+		t := (off + int64(n)) / 8 // the token that byte off+n is of
+		i, _ := slices.BinarySearch(r.ends, t+1)
+		if i == len(r.ends) {
+			return n, io.EOF
+		}
+		doc := r.d[i]
+		for j := int(t - (r.ends[i] - int64(len(doc)))); j < len(doc) && n < len(p); j++ {
+			binary.LittleEndian.PutUint64(b[:], uint64(doc[j]))
+			n += copy(p[n:], b[(off+int64(n))%8:])
+		}
+	}
+	return n, nil
 }
 
 // NumDocuments returns the sequences of the .idx, the documents that
@@ -56,10 +117,10 @@ func (d *MegatronDataset) DocumentLen(i int) int { return int(d.idx.lengths[i]) 
 // apply). A .bin cut short while mapped is an error, not a crash.
 func (d *MegatronDataset) ReadDocument(i, off int, dst []int64) error {
 	if i < 0 || i >= len(d.idx.lengths) || off < 0 || off+len(dst) > int(d.idx.lengths[i]) {
-		return fmt.Errorf("shards: Megatron: %s: tokens [%d, %d) of sequence %d are out of range", d.prefix, off, off+len(dst), i)
+		return fmt.Errorf("corpus: Megatron: %s: tokens [%d, %d) of sequence %d are out of range", d.prefix, off, off+len(dst), i)
 	}
 	if d.closed.Load() {
-		return fmt.Errorf("shards: Megatron: %s: closed", d.prefix)
+		return fmt.Errorf("corpus: Megatron: %s: closed", d.prefix)
 	}
 	es := int64(d.idx.dtype.Size())
 	from := d.idx.pointers[i] + int64(off)*es
@@ -83,7 +144,7 @@ func (d *MegatronDataset) ReadDocument(i, off int, dst []int64) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("shards: Megatron: %s.bin: sequence %d (tokens %d to %d, bytes %d to %d): %w", d.prefix, i, off, off+len(dst), from, from+n, err)
+		return fmt.Errorf("corpus: Megatron: %s.bin: sequence %d (tokens %d to %d, bytes %d to %d): %w", d.prefix, i, off, off+len(dst), from, from+n, err)
 	}
 	return nil
 }
@@ -171,6 +232,7 @@ type PackedDataset struct {
 	real   int64   // tokens packed, EODs included
 	drop   int     // documents dropped
 	schema collate.Schema
+	fp     engine.Fingerprint
 	// filled counts the Fills: sequences, their tokens and slots
 	// (Report).
 	filled struct{ samples, tokens, slots atomic.Int64 }
@@ -216,13 +278,13 @@ type PackedDataset struct {
 // dataset).
 func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 	if docs == nil {
-		return nil, fmt.Errorf("shards: Pack: documents are nil")
+		return nil, fmt.Errorf("corpus: Pack: documents are nil")
 	}
 	if cfg.SeqLen <= 0 || cfg.SeqLen > math.MaxInt32-1 {
-		return nil, fmt.Errorf("shards: Pack: PackConfig.SeqLen is %d, want 1 to %d", cfg.SeqLen, math.MaxInt32-1)
+		return nil, fmt.Errorf("corpus: Pack: PackConfig.SeqLen is %d, want 1 to %d", cfg.SeqLen, math.MaxInt32-1)
 	}
 	if cfg.Long > DropLong {
-		return nil, fmt.Errorf("shards: Pack: PackConfig.Long is %d, want SplitLong or DropLong", cfg.Long)
+		return nil, fmt.Errorf("corpus: Pack: PackConfig.Long is %d, want SplitLong or DropLong", cfg.Long)
 	}
 	p := &PackedDataset{docs: docs, cfg: cfg, schema: collate.Schema{
 		{Name: "tokens", DType: collate.Int64, Shape: []int{cfg.SeqLen}},
@@ -237,7 +299,7 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 	// NumDocuments claims.
 	nd := docs.NumDocuments()
 	if nd < 0 || nd > math.MaxInt32 {
-		return nil, fmt.Errorf("shards: Pack: NumDocuments is %d, want >= 0 and at most %d", nd, math.MaxInt32)
+		return nil, fmt.Errorf("corpus: Pack: NumDocuments is %d, want >= 0 and at most %d", nd, math.MaxInt32)
 	}
 	// The pieces, in document order.
 	var last [1]int64
@@ -246,7 +308,7 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 	for d := range nd {
 		n := docs.DocumentLen(d)
 		if n < 0 || n > math.MaxInt32-1 {
-			return nil, fmt.Errorf("shards: Pack: document %d: DocumentLen is %d, want >= 0 and at most %d", d, n, math.MaxInt32-1)
+			return nil, fmt.Errorf("corpus: Pack: document %d: DocumentLen is %d, want >= 0 and at most %d", d, n, math.MaxInt32-1)
 		}
 		if cfg.AddEOD {
 			p.eod = append(p.eod, false)
@@ -257,7 +319,7 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		}
 		if cfg.AddEOD {
 			if err := docs.ReadDocument(d, n-1, last[:]); err != nil {
-				return nil, fmt.Errorf("shards: Pack: document %d: %w", d, err)
+				return nil, fmt.Errorf("corpus: Pack: document %d: %w", d, err)
 			}
 			if last[0] != cfg.EOD {
 				p.eod[d] = true
@@ -272,7 +334,7 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 			continue
 		}
 		if pieces := 1 + (n-1)/cfg.SeqLen; pieces > math.MaxInt32-len(all) {
-			return nil, fmt.Errorf("shards: Pack: document %d: more than %d pieces in all, want at most that", d, math.MaxInt32)
+			return nil, fmt.Errorf("corpus: Pack: document %d: more than %d pieces in all, want at most that", d, math.MaxInt32)
 		}
 		for off := 0; off < n; off += cfg.SeqLen {
 			all = append(all, piece{doc: d, off: int32(off), n: int32(min(cfg.SeqLen, n-off))})
@@ -280,7 +342,7 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		p.real += int64(n)
 	}
 	if len(all) == 0 {
-		return nil, fmt.Errorf("shards: Pack: %s: no sequence to pack", p.nothing(nd, empty, byEOD))
+		return nil, fmt.Errorf("corpus: Pack: %s: no sequence to pack", p.nothing(nd, empty, byEOD))
 	}
 	// First-fit: free[size+j] is sequence j's free space, free[k] the
 	// most of its subtree's; sequences not opened yet are empty.
@@ -323,7 +385,41 @@ func Pack(docs Documents, cfg PackConfig) (*PackedDataset, error) {
 		p.pieces[next[bin[i]]] = pc
 		next[bin[i]]++
 	}
+	p.fp = p.fingerprint()
 	return p, nil
+}
+
+// Fingerprint returns what determines the packed sequences besides Len
+// and Schema (engine.Fingerprinter), so that a loader's State is refused
+// for other documents or another packing:
+//
+//   - pack.seq_len, pack.long ("split" or "drop"), pack.add_eod, with
+//     AddEOD pack.eod, and pack.pad_token;
+//   - pack.documents: the Documents' type, and under it their own parts:
+//     a DocumentSlice's, a shards.ParquetDocs', any Documents that is an
+//     engine.Fingerprinter; of a MegatronDataset, only its files' parts
+//     (pack.documents.megatron.idx and .bin: its SeqLength, Seed and Out
+//     do not change its documents).
+//
+// It is taken when Pack packs. The limit: of Documents that are not an
+// engine.Fingerprinter, only the type is recorded, so a State resumes on
+// other documents of the same type that pack into as many sequences.
+func (p *PackedDataset) Fingerprint() engine.Fingerprint { return maps.Clone(p.fp) }
+
+// fingerprint makes the Fingerprint.
+func (p *PackedDataset) fingerprint() engine.Fingerprint {
+	c := p.cfg
+	f := engine.Fingerprint{"pack.seq_len": strconv.Itoa(c.SeqLen), "pack.long": [...]string{SplitLong: "split", DropLong: "drop"}[c.Long],
+		"pack.add_eod": strconv.FormatBool(c.AddEOD), "pack.pad_token": strconv.FormatInt(c.PadToken, 10),
+		"pack.documents": fmt.Sprintf("%T", p.docs)}
+	if c.AddEOD {
+		f["pack.eod"] = strconv.FormatInt(c.EOD, 10)
+	}
+	docs := engine.FingerprintOf(p.docs)
+	if m, ok := p.docs.(interface{ documentsFingerprint() engine.Fingerprint }); ok {
+		docs = m.documentsFingerprint()
+	}
+	return f.Nest("pack.documents", docs)
 }
 
 // nothing says why the nd documents, of which empty are empty, p.drop
@@ -424,7 +520,7 @@ func (p *PackedDataset) WritesEveryByte() bool { return true }
 func (p *PackedDataset) Fill(_ context.Context, s *engine.Slot) error {
 	i := s.Index()
 	if i < 0 || i >= p.Len() {
-		return fmt.Errorf("shards: Pack: index %d is out of range [0, %d)", i, p.Len())
+		return fmt.Errorf("corpus: Pack: index %d is out of range [0, %d)", i, p.Len())
 	}
 	tokens := collate.As[int64](s.TensorAt(0))
 	pos := collate.As[int64](s.TensorAt(1))
@@ -439,7 +535,7 @@ func (p *PackedDataset) Fill(_ context.Context, s *engine.Slot) error {
 			real = min(n, p.docs.DocumentLen(pc.doc)-int(pc.off))
 		}
 		if err := p.docs.ReadDocument(pc.doc, int(pc.off), tokens[t:t+real]); err != nil {
-			return fmt.Errorf("shards: Pack: sequence %d, document %d: %w", i, pc.doc, err)
+			return fmt.Errorf("corpus: Pack: sequence %d, document %d: %w", i, pc.doc, err)
 		}
 		if real < n {
 			tokens[t+real] = p.cfg.EOD

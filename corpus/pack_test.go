@@ -68,6 +68,7 @@ func fillPacked(t *testing.T, p *PackedDataset, i int) packedSample {
 // once (SplitLong), or every document that fits appears once, whole
 // (DropLong).
 func TestPackInvariants(t *testing.T) {
+	t.Parallel()
 	const eod, pad = -1, 0
 	docs := zipfDocs(3, 400, 300)
 	docs = append(docs, []int64{}, []int64{5, eod}) // an empty document, one that ends in EOD
@@ -161,6 +162,7 @@ func TestPackInvariants(t *testing.T) {
 
 // Packing efficiency on Zipf-like document lengths.
 func TestPackEfficiency(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ seqLen, maxLen int }{{2048, 8192}, {4096, 8192}, {1024, 4096}} {
 		docs := zipfDocs(7, 20000, tc.maxLen)
 		var total int
@@ -179,6 +181,7 @@ func TestPackEfficiency(t *testing.T) {
 
 // Packing efficiency on harder length distributions, for the record.
 func TestPackEfficiencyUniform(t *testing.T) {
+	t.Parallel()
 	const seqLen = 2048
 	for _, tc := range []struct {
 		name     string
@@ -199,6 +202,7 @@ func TestPackEfficiencyUniform(t *testing.T) {
 // Through a loader, the batches are the same bytes for Workers 0 and 3,
 // and the sequences are Fill's.
 func TestPackDeterministic(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(5, 300, 200)
 	p, err := Pack(docs, PackConfig{SeqLen: 128, AddEOD: true, EOD: -1})
 	require.NoError(t, err)
@@ -230,6 +234,7 @@ func TestPackDeterministic(t *testing.T) {
 // A MegatronDataset is a Documents: packing it gives the sequences that
 // packing the same documents in memory gives, for every token type.
 func TestPackMegatron(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(9, 200, 100)
 	for d := range docs {
 		for x := range docs[d] {
@@ -256,6 +261,7 @@ func TestPackMegatron(t *testing.T) {
 }
 
 func TestPackErrors(t *testing.T) {
+	t.Parallel()
 	docs := DocumentSlice{{1, 2}}
 	for _, tc := range []struct {
 		docs Documents
@@ -300,6 +306,7 @@ func (f fakeDocuments) ReadDocument(i, off int, dst []int64) error {
 // NumDocuments or DocumentLen, and a NumDocuments that would size its
 // tables past what they can index.
 func TestPackNoSequence(t *testing.T) {
+	t.Parallel()
 	const eod = -1
 	for _, tc := range []struct {
 		name string
@@ -307,21 +314,21 @@ func TestPackNoSequence(t *testing.T) {
 		cfg  PackConfig
 		want string
 	}{
-		{"no documents", DocumentSlice{}, PackConfig{SeqLen: 4}, "shards: Pack: no documents (NumDocuments is 0): no sequence to pack"},
-		{"all empty", DocumentSlice{{}, {}, {}}, PackConfig{SeqLen: 4}, "shards: Pack: all 3 documents are empty: no sequence to pack"},
+		{"no documents", DocumentSlice{}, PackConfig{SeqLen: 4}, "corpus: Pack: no documents (NumDocuments is 0): no sequence to pack"},
+		{"all empty", DocumentSlice{{}, {}, {}}, PackConfig{SeqLen: 4}, "corpus: Pack: all 3 documents are empty: no sequence to pack"},
 		{"all dropped", DocumentSlice{{1, 2, 3, 4, 5}, {1, 2, 3, 4, 5, 6}}, PackConfig{SeqLen: 4, Long: DropLong},
-			"shards: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4: no sequence to pack"},
+			"corpus: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4: no sequence to pack"},
 		{"empty or dropped", DocumentSlice{{}, {1, 2, 3, 4, 5}, {}}, PackConfig{SeqLen: 4, Long: DropLong},
-			"shards: Pack: of 3 documents, 2 are empty and DropLong drops 1, longer than PackConfig.SeqLen 4: no sequence to pack"},
+			"corpus: Pack: of 3 documents, 2 are empty and DropLong drops 1, longer than PackConfig.SeqLen 4: no sequence to pack"},
 		{"dropped by their EOD", DocumentSlice{{1, 2, 3, 4}, {5, 6, 7, 8}}, PackConfig{SeqLen: 4, Long: DropLong, AddEOD: true, EOD: eod},
-			"shards: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4 (all 2 only with the EOD that AddEOD appends): no sequence to pack"},
+			"corpus: Pack: DropLong drops all 2 documents, longer than PackConfig.SeqLen 4 (all 2 only with the EOD that AddEOD appends): no sequence to pack"},
 		{"some by their EOD", DocumentSlice{{1, 2, 3}, {1, 2, 3, 4, 5}, {1, 2, 3, eod}}, PackConfig{SeqLen: 3, Long: DropLong, AddEOD: true, EOD: eod},
-			"shards: Pack: DropLong drops all 3 documents, longer than PackConfig.SeqLen 3 (1 of them only with the EOD that AddEOD appends): no sequence to pack"},
-		{"negative count", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4}, "shards: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
-		{"negative count, EOD", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, "shards: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
-		{"huge count", fakeDocuments{n: math.MaxInt, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, fmt.Sprintf("shards: Pack: NumDocuments is %d, want >= 0 and at most %d", math.MaxInt, math.MaxInt32)},
-		{"negative length", fakeDocuments{n: 3, lens: []int{2, -2, 3}}, PackConfig{SeqLen: 4}, "shards: Pack: document 1: DocumentLen is -2, want >= 0 and at most 2147483646"},
-		{"huge length", fakeDocuments{n: 3, lens: []int{2, 5, math.MaxInt32}}, PackConfig{SeqLen: 4}, fmt.Sprintf("shards: Pack: document 2: DocumentLen is %d, want >= 0 and at most %d", math.MaxInt32, math.MaxInt32-1)},
+			"corpus: Pack: DropLong drops all 3 documents, longer than PackConfig.SeqLen 3 (1 of them only with the EOD that AddEOD appends): no sequence to pack"},
+		{"negative count", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4}, "corpus: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
+		{"negative count, EOD", fakeDocuments{n: -3, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, "corpus: Pack: NumDocuments is -3, want >= 0 and at most 2147483647"},
+		{"huge count", fakeDocuments{n: math.MaxInt, lens: []int{2}}, PackConfig{SeqLen: 4, AddEOD: true}, fmt.Sprintf("corpus: Pack: NumDocuments is %d, want >= 0 and at most %d", math.MaxInt, math.MaxInt32)},
+		{"negative length", fakeDocuments{n: 3, lens: []int{2, -2, 3}}, PackConfig{SeqLen: 4}, "corpus: Pack: document 1: DocumentLen is -2, want >= 0 and at most 2147483646"},
+		{"huge length", fakeDocuments{n: 3, lens: []int{2, 5, math.MaxInt32}}, PackConfig{SeqLen: 4}, fmt.Sprintf("corpus: Pack: document 2: DocumentLen is %d, want >= 0 and at most %d", math.MaxInt32, math.MaxInt32-1)},
 	} {
 		p, err := Pack(tc.docs, tc.cfg)
 		require.Error(t, err, tc.name)
@@ -338,6 +345,7 @@ func TestPackNoSequence(t *testing.T) {
 // The tree's first-fit is the plain one: each piece into the first
 // sequence with room, by a linear scan.
 func TestPackFirstFit(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(11, 3000, 700)
 	for _, seqLen := range []int{50, 256, 1000} {
 		p, err := Pack(docs, PackConfig{SeqLen: seqLen})
@@ -369,6 +377,7 @@ func TestPackFirstFit(t *testing.T) {
 // A .bin cut short after Megatron opened it: ReadDocument and Pack's
 // Fill return an error naming the file, never crash.
 func TestPackMegatronCut(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(2, 50, 100)
 	prefix := filepath.Join(t.TempDir(), "corpus")
 	require.NoError(t, WriteMegatron(prefix, collate.Int32, docs))
@@ -383,12 +392,13 @@ func TestPackMegatronCut(t *testing.T) {
 	layout, err := collate.NewLayout(p.Schema(), 1)
 	require.NoError(t, err)
 	err = p.Fill(context.Background(), enginetest.NewSlot(0, 0, p.Len()-1, layout, make([]byte, layout.Size()), 0))
-	assert.ErrorContains(t, err, "shards: Pack: sequence")
+	assert.ErrorContains(t, err, "corpus: Pack: sequence")
 }
 
 // A loader over a packed dataset saved mid-epoch and resumed delivers
 // exactly the rest of the epoch.
 func TestPackResume(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(4, 500, 300)
 	pack := func() *PackedDataset {
 		p, err := Pack(docs, PackConfig{SeqLen: 256, AddEOD: true, EOD: -1})
@@ -420,6 +430,7 @@ func TestPackResume(t *testing.T) {
 // A loader over a packed dataset shows the packing efficiency in its
 // Stats: after an epoch, the dataset's own figure, for any Workers.
 func TestPackStats(t *testing.T) {
+	t.Parallel()
 	docs := zipfDocs(6, 400, 300)
 	for _, workers := range []int{0, 2} {
 		p, err := Pack(docs, PackConfig{SeqLen: 256, AddEOD: true, EOD: -1})

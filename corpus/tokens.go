@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -54,9 +56,9 @@ type TokenConfig struct {
 // straight from the file's pages into its place in the batch, the only
 // copy. It is safe for concurrent Fills; Close it after the loaders that
 // use it. A sequence is one memcpy, so one goroutine keeps up with most
-// training steps: Workers 0 loads it fastest (bench/RESULTS.md, on a
-// loaded 2-core VM: 0.6-0.9x a bare copy loop at Workers 0, 0.4-0.5x at
-// Workers 1 and 2, where the workers and the consumer share the CPUs).
+// training steps: Workers 0 loads it fastest where the workers and the
+// consumer would share few CPUs (BenchmarkTokens compares each Workers
+// setting with a bare copy loop).
 type TokenDataset struct {
 	path   string
 	cfg    TokenConfig
@@ -64,6 +66,7 @@ type TokenDataset struct {
 	ntok   int64
 	n      int
 	schema collate.Schema
+	fp     engine.Fingerprint
 	closed atomic.Bool
 }
 
@@ -96,21 +99,21 @@ func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
 	}
 	switch {
 	case cfg.Context <= 0:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Context %d, want > 0", cfg.Context)
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.Context %d, want > 0", cfg.Context)
 	case cfg.DType != collate.Uint16 && cfg.DType != collate.Uint32:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.DType %v, want uint16 or uint32", cfg.DType)
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.DType %v, want uint16 or uint32", cfg.DType)
 	case cfg.Out != cfg.DType && cfg.Out != collate.Int32 && cfg.Out != collate.Int64:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, cfg.DType)
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.Out %v, want %v (the file's), int32 or int64", cfg.Out, cfg.DType)
 	case cfg.Stride < 0:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Stride %d, want > 0", cfg.Stride)
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.Stride %d, want > 0", cfg.Stride)
 	case cfg.Sequences < 0:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Sequences %d, want >= 0", cfg.Sequences)
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.Sequences %d, want >= 0", cfg.Sequences)
 	case cfg.Sequences > 0 && !cfg.Random:
-		return nil, fmt.Errorf("shards: Tokens: TokenConfig.Sequences set without Random")
+		return nil, fmt.Errorf("corpus: Tokens: TokenConfig.Sequences set without Random")
 	}
 	f, size, err := openTokenFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("shards: Tokens: %w", err)
+		return nil, fmt.Errorf("corpus: Tokens: %w", err)
 	}
 	opened := false
 	defer func() {
@@ -120,11 +123,11 @@ func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
 	}()
 	es := int64(cfg.DType.Size())
 	if size%es != 0 {
-		return nil, fmt.Errorf("shards: Tokens: %s: %d bytes, not a whole number of %v tokens", path, size, cfg.DType)
+		return nil, fmt.Errorf("corpus: Tokens: %s: %d bytes, not a whole number of %v tokens", path, size, cfg.DType)
 	}
 	ntok, sequence := size/es, int64(cfg.Context)+1
 	if ntok < sequence {
-		return nil, fmt.Errorf("shards: Tokens: %s: %d tokens, fewer than one sequence of Context+1 = %d", path, ntok, sequence)
+		return nil, fmt.Errorf("corpus: Tokens: %s: %d tokens, fewer than one sequence of Context+1 = %d", path, ntok, sequence)
 	}
 	n := (ntok-sequence)/int64(cfg.Stride) + 1
 	if cfg.Random {
@@ -134,13 +137,68 @@ func Tokens(path string, cfg TokenConfig) (*TokenDataset, error) {
 		}
 	}
 	if n > 1<<40 {
-		return nil, fmt.Errorf("shards: Tokens: %s: %d sequences, too many", path, n)
+		return nil, fmt.Errorf("corpus: Tokens: %s: %d sequences, too many", path, n)
+	}
+	id, err := fileIdentity(f, size)
+	if err != nil {
+		return nil, fmt.Errorf("corpus: Tokens: %s: %w", path, err)
+	}
+	fp := engine.Fingerprint{"tokens.file": id, "tokens.dtype": cfg.DType.String(), "tokens.out": cfg.Out.String(),
+		"tokens.context": strconv.Itoa(cfg.Context), "tokens.random": strconv.FormatBool(cfg.Random)}
+	if !cfg.Random {
+		fp["tokens.stride"] = strconv.Itoa(cfg.Stride)
 	}
 	opened = true
 	return &TokenDataset{
-		path: path, cfg: cfg, file: f, ntok: ntok, n: int(n),
+		path: path, cfg: cfg, file: f, ntok: ntok, n: int(n), fp: fp,
 		schema: collate.Schema{{Name: cfg.Field, DType: cfg.Out, Shape: []int{cfg.Context + 1}}},
 	}, nil
+}
+
+// Fingerprint returns what determines the dataset's sequences besides
+// Len and Schema (engine.Fingerprinter), so that a loader's State is
+// refused for another file or configuration:
+//
+//   - tokens.file: the file's identity, its size and a hash of its
+//     content (engine.FingerprintData: all of it up to 256 KiB, else 64
+//     blocks of 4 KiB spread evenly over it), taken when it is opened.
+//     No path and no time: the same file copied to another folder or
+//     machine keeps it;
+//   - tokens.dtype, tokens.out and tokens.context;
+//   - tokens.random, and tokens.stride for sequential sequences (Random
+//     draws each start from the sample's RNG, which the loader's seed,
+//     kept in the State, decides).
+//
+// The limit: a file of more than 256 KiB edited in place between the
+// sampled blocks, its size kept, is not told apart.
+func (d *TokenDataset) Fingerprint() engine.Fingerprint { return maps.Clone(d.fp) }
+
+// fileIdentity is engine.FingerprintData of the size bytes of f, read
+// from its mapping (guarded: a file cut short while it is read is an
+// error) or with ReadAt.
+func fileIdentity(f tokenFile, size int64) (id string, err error) {
+	err = guardMapped(f, func() error {
+		var err error
+		id, err = engine.FingerprintData(tokenReader{f}, size)
+		return err
+	})
+	if _, ok := err.(fault); ok {
+		return "", fmt.Errorf("its identity: the file was cut short while it was read (%v)", err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("its identity: %w", err)
+	}
+	return id, nil
+}
+
+// tokenReader is an io.ReaderAt of a tokenFile.
+type tokenReader struct{ f tokenFile }
+
+func (r tokenReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.f.readAt(p, off); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Len returns the sequences of an epoch.
@@ -175,11 +233,11 @@ func (d *TokenDataset) WritesEveryByte() bool { return true }
 // FillBatch writes the sequences of a whole batch, one loop of copies: the
 // same bytes as a Fill a sample, without the loader's per-sample work,
 // which costs as much as a sequence's copy. Where the file is mapped, a
-// sequence costs its start and its copy alone (6% less time per batch than
-// going through sequence, in one process, runs alternated).
+// sequence costs its start and its copy alone, less than going through
+// sequence (BenchmarkTokens).
 func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	if d.closed.Load() {
-		return fmt.Errorf("shards: Tokens: %s: closed", d.path)
+		return fmt.Errorf("corpus: Tokens: %s: closed", d.path)
 	}
 	dst := b.Tensor(d.cfg.Field).Bytes()
 	row := len(dst) / max(len(b.Indices()), 1)
@@ -193,6 +251,9 @@ func (d *TokenDataset) FillBatch(_ context.Context, b *engine.BatchSlot) error {
 	inFile := true // every sequence read from the mapping ended inside the file
 	err := guardMapped(d.file, func() error {
 		for i, index = range b.Indices() {
+			if index < 0 || index >= d.n {
+				return fail(d.inRange(index))
+			}
 			start = int64(index) * int64(d.cfg.Stride)
 			if d.cfg.Random {
 				start = d.randomStart(b.Seed(i))
@@ -300,7 +361,7 @@ func (d *TokenDataset) cut(index int, start int64, f fault) error {
 	if size, err := d.file.size(); err == nil {
 		now = fmt.Sprintf("is %d bytes", size)
 	}
-	msg := fmt.Sprintf("shards: Tokens: %s: sequence %d (tokens %d to %d, bytes %d to %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
+	msg := fmt.Sprintf("corpus: Tokens: %s: sequence %d (tokens %d to %d, bytes %d to %d): the file %s, %d when opened: it was cut short or rewritten while mapped",
 		d.path, index, start, start+int64(d.cfg.Context)+1, start*es, (start+int64(d.cfg.Context)+1)*es, now, d.ntok*es)
 	if f.addr != 0 {
 		msg += " (" + f.Error() + ")"
@@ -308,18 +369,31 @@ func (d *TokenDataset) cut(index int, start int64, f fault) error {
 	return errors.New(msg)
 }
 
-// Fill writes the sequence of sample s.Index() into its slot.
+// Fill writes the sequence of sample s.Index() into its slot. An index
+// outside [0, Len) is an error, also with Random, whose starts do not
+// depend on it.
 func (d *TokenDataset) Fill(_ context.Context, s *engine.Slot) error {
+	if err := d.inRange(s.Index()); err != nil {
+		return err
+	}
 	return d.sequence(s.TensorAt(0).Bytes(), s.Index(), d.Start(s)) // the schema's one field
+}
+
+// inRange is the error of an index outside [0, Len), nil inside.
+func (d *TokenDataset) inRange(index int) error {
+	if index < 0 || index >= d.n {
+		return fmt.Errorf("corpus: Tokens: %s: index %d, want [0, %d)", d.path, index, d.n)
+	}
+	return nil
 }
 
 // sequence writes sequence index, from token start, into dst.
 func (d *TokenDataset) sequence(dst []byte, index int, start int64) error {
 	if d.closed.Load() {
-		return fmt.Errorf("shards: Tokens: %s: closed", d.path)
+		return fmt.Errorf("corpus: Tokens: %s: closed", d.path)
 	}
 	if start < 0 || start+int64(d.cfg.Context)+1 > d.ntok {
-		return fmt.Errorf("shards: Tokens: %s: sequence %d starts at token %d, past the end (%d tokens)", d.path, index, start, d.ntok)
+		return fmt.Errorf("corpus: Tokens: %s: sequence %d starts at token %d, past the end (%d tokens)", d.path, index, start, d.ntok)
 	}
 	es := int64(d.cfg.DType.Size())
 	off, nbytes := start*es, (int64(d.cfg.Context)+1)*es
@@ -344,13 +418,13 @@ func (d *TokenDataset) sequence(dst []byte, index int, start int64) error {
 	}
 	if d.cfg.Out == d.cfg.DType && littleEndian {
 		if err := d.file.readAt(dst, off); err != nil {
-			return fmt.Errorf("shards: Tokens: %s: sequence at token %d: %w", d.path, start, err)
+			return fmt.Errorf("corpus: Tokens: %s: sequence at token %d: %w", d.path, start, err)
 		}
 		return nil
 	}
 	buf := make([]byte, nbytes)
 	if err := d.file.readAt(buf, off); err != nil {
-		return fmt.Errorf("shards: Tokens: %s: sequence at token %d: %w", d.path, start, err)
+		return fmt.Errorf("corpus: Tokens: %s: sequence at token %d: %w", d.path, start, err)
 	}
 	return d.convert(dst, buf, start)
 }
@@ -364,7 +438,7 @@ func (d *TokenDataset) convert(dst, src []byte, start int64) error {
 	}
 	for i := 0; i < len(src); i += 4 {
 		if v := binary.LittleEndian.Uint32(src[i:]); v > math.MaxInt32 {
-			return fmt.Errorf("shards: Tokens: %s: token %d is %d, more than int32 (TokenConfig.Out) holds: is the file's DType right?", d.path, start+int64(i/4), v)
+			return fmt.Errorf("corpus: Tokens: %s: token %d is %d, more than int32 (TokenConfig.Out) holds: is the file's DType right?", d.path, start+int64(i/4), v)
 		}
 	}
 	return nil

@@ -72,6 +72,7 @@ func sequences(t *testing.T, d engine.Dataset, cfg engine.Config, epoch int) ([]
 }
 
 func TestTokensSequentialSequences(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		size     int
 		dtype    collate.DType
@@ -115,6 +116,7 @@ func TestTokensSequentialSequences(t *testing.T) {
 }
 
 func TestTokensRandomSequences(t *testing.T) {
+	t.Parallel()
 	path, toks := writeTokens(t, 5000, 2)
 	d, err := Tokens(path, TokenConfig{Context: 64, Random: true, Out: collate.Int64})
 	require.NoError(t, err)
@@ -147,6 +149,7 @@ func TestTokensRandomSequences(t *testing.T) {
 }
 
 func TestTokensErrors(t *testing.T) {
+	t.Parallel()
 	path, _ := writeTokens(t, 100, 2)
 	odd := filepath.Join(t.TempDir(), "odd.bin")
 	require.NoError(t, os.WriteFile(odd, make([]byte, 101), 0o644))
@@ -179,6 +182,7 @@ func TestTokensErrors(t *testing.T) {
 // The loader fills whole batches (FillBatch); each sequence must be the one
 // a Fill of that sample alone writes, random draws included.
 func TestTokensFillBatchMatchesFill(t *testing.T) {
+	t.Parallel()
 	path, _ := writeTokens(t, 5000, 2)
 	for _, random := range []bool{false, true} {
 		d, err := Tokens(path, TokenConfig{Context: 64, Random: random, Out: collate.Int64})
@@ -274,9 +278,9 @@ func epochVsCopy(b *testing.B, l *engine.Loader, e, m int, ref func(), loader, c
 // mapping first takes its page faults, and the loader builds and
 // allocates what it keeps (its buffers; a Megatron epoch's tables, the
 // next one's then built ahead): timed, that first epoch fell to the
-// loader, the side that went first, and on a 16-core Xeon the Megatron
-// row read 0.74-0.77 over 3,000 batches, where over 20,000 (the first
-// epoch's share a seventh) it read 0.83-0.86 (bench/RESULTS.md, stop 32).
+// loader, the side that went first, and its ratio then moved with the
+// number of batches a run timed (BenchmarkMegatronSequences' x-copy at
+// -benchtime 3000x against 20000x).
 func warmUp(b *testing.B, l *engine.Loader, per int, ref func()) {
 	loadBatches(b, l, 0, per)
 	ref()
@@ -325,6 +329,7 @@ func copySequences(dsts [][]byte, src []byte, order []int, ctx, batch int) {
 // likely) is an error naming the file and token, through Fill and
 // FillBatch, never a negative token id.
 func TestTokensOutOfRangeForInt32(t *testing.T) {
+	t.Parallel()
 	buf := make([]byte, 4*40)
 	for i := range 40 {
 		binary.LittleEndian.PutUint32(buf[4*i:], uint32(i))

@@ -13,6 +13,7 @@ import (
 // jpeg_run cleared cinfo->cconvert: jpeg_skip_scanlines of libjpeg-turbo
 // 2.1.5 wrote through the freed color deconverter of an earlier image.)
 func TestDecodeIndependentOfHistory(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := jpegDecoder()
 	if lib == nil {
 		t.Skip("libjpeg-turbo not loaded")
@@ -82,6 +83,7 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 // same region of the whole image decoded, for either upsampling (libjpeg's
 // merged upsampler included) and DCT scaling, whatever was decoded before.
 func TestJPEGRegionMatchesWholeDecode(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := jpegDecoder()
 	if lib == nil {
 		t.Skip("libjpeg-turbo not loaded")
@@ -129,6 +131,7 @@ func TestJPEGRegionMatchesWholeDecode(t *testing.T) {
 // more sizes than it keeps, in turn and then again, writes what a fresh
 // worker writes for each.
 func TestPlanCacheSameBits(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.*"))
 	var imgs [][]byte
 	sizes := map[[2]int]bool{}

@@ -40,11 +40,11 @@
 //
 // A file's validity does not depend on the crop: although libjpeg-turbo
 // decodes only the rows a crop needs, every JPEG is first walked whole
-// (its marker segments, each scan's data, the EOI marker; about 6 GB/s,
-// 1% of a decode), so a file cut short or with a marker damaged fails as
-// ErrCorrupt in every epoch, in either Mode and with either decoder; the
-// other formats are decoded whole. Bytes after EOI are ignored, as
-// libjpeg ignores them. Damage that keeps a scan's markers intact (a
+// (its marker segments, each scan's data, the EOI marker; a small part
+// of a decode's time: BenchmarkCheckJPEG), so a file cut short or with a
+// marker damaged fails as ErrCorrupt in every epoch, in either Mode and
+// with either decoder; the other formats are decoded whole. Bytes after
+// EOI are ignored, as libjpeg ignores them. Damage that keeps a scan's markers intact (a
 // flipped bit) is found only where a decoder reaches it, or not at all.
 //
 // Only regular files are read: a directory, FIFO, device or socket (or a

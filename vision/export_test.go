@@ -21,3 +21,12 @@ func newRand(i uint64) *rand.Rand { return rand.New(rand.NewPCG(i, 7)) }
 
 // CgoEnabled says whether the C kernels and libjpeg-turbo are built in.
 const CgoEnabled = hasNative
+
+// UseTurboJPEGLibs sets the names ShrinkJPEG loads TurboJPEG by (none:
+// Go's image/jpeg encodes) until the test ends; pipelines made after it
+// see them.
+func UseTurboJPEGLibs(t interface{ Cleanup(func()) }, names ...string) {
+	old := turboJPEGLibs
+	turboJPEGLibs = names
+	t.Cleanup(func() { turboJPEGLibs = old })
+}

@@ -19,6 +19,10 @@ import (
 // The Fashion-MNIST PNG folder made by scripts/make_fashion_png.py reads
 // back through ImageFolder as the dataset's own pixels and labels.
 func TestFashionPNGFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scripts/make_fashion_png.py: slow; go test without -short runs it")
+	}
+	t.Parallel()
 	const src = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 	if _, err := os.Stat(src); err != nil {
 		t.Skip("dataset-fashion-mnist is not installed")

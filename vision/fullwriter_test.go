@@ -16,6 +16,7 @@ import (
 // resized image pads: a sample filled over 0xA5 bytes is the same sample
 // filled over zeros.
 func TestDatasetWritesEveryByte(t *testing.T) {
+	t.Parallel()
 	root := folder(t)
 	for _, tr := range []vision.Transform{
 		vision.Train(40),

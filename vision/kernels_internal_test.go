@@ -31,6 +31,7 @@ func checkGuard(t *testing.T, b []byte, n int, what string) {
 // Every C path gives the Go reference's bits, for random images,
 // geometries, outputs, flips and both modes.
 func TestKernelsMatchGoReference(t *testing.T) {
+	t.Parallel()
 	if !hasNative {
 		t.Skip("built without cgo: the Go reference is the only path")
 	}
@@ -70,6 +71,7 @@ func TestKernelsMatchGoReference(t *testing.T) {
 // resample, write) equals the region decode followed by the Go reference,
 // for every DCT scaling and both modes.
 func TestJPEGFusedMatchesRegionAndReference(t *testing.T) {
+	t.Parallel()
 	_, lib, _ := jpegDecoder()
 	if lib == nil {
 		t.Skip("libjpeg-turbo not loaded")

@@ -1,13 +1,19 @@
 package vision
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 
 	"github.com/tensorbatch/tensorbatch/collate"
+	"github.com/tensorbatch/tensorbatch/internal/csrc"
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
@@ -75,7 +81,7 @@ func NewPipeline(t Transform, opts ...Option) (*Pipeline, error) {
 	p := &Pipeline{t: t, o: o, dec: dec, lib: lib}
 	p.schema = collate.Schema{t.Field(o.image), {Name: o.label, DType: collate.Int64}}
 	if err := p.schema.Validate(); err != nil {
-		return nil, fmt.Errorf("vision: %w", err)
+		return nil, prefixed(err)
 	}
 	return p, nil
 }
@@ -94,7 +100,7 @@ func (p *Pipeline) Schema() collate.Schema { return p.schema }
 // ErrTooManyPixels or ErrFileTooLarge; after Close, fs.ErrClosed.
 func (p *Pipeline) Decode(data []byte, rng *rand.Rand, dst []byte) error {
 	if err := p.decodeBytes(data, rng, dst); err != nil {
-		return fmt.Errorf("vision: %w", err)
+		return prefixed(err)
 	}
 	return nil
 }
@@ -118,6 +124,45 @@ func (p *Pipeline) decodeBytes(data []byte, rng *rand.Rand, dst []byte) error {
 	return p.decode(sc, data, func(w, h int) Geometry { return p.t.Geometry(w, h, rng) }, dst)
 }
 
+// Check returns the error that Decode would refuse data with before it
+// decodes: no bytes or more than MaxFileBytes, a format it does not know,
+// more pixels than MaxPixels, a JPEG whose markers or scans are damaged
+// (walked whole, as every Decode walks it). It does not decode a JPEG
+// that passes (a damaged scan whose markers are intact is found only
+// where a decoder reaches it), so it costs about 1% of a decode; another
+// format is decoded, which is its check. shards write and shards verify
+// check every image so.
+func (p *Pipeline) Check(data []byte) error {
+	if err := p.check(data); err != nil {
+		return prefixed(err)
+	}
+	return nil
+}
+
+// check is Check, its error without the package's prefix.
+func (p *Pipeline) check(data []byte) error {
+	switch {
+	case len(data) == 0:
+		return fmt.Errorf("no bytes: %w", ErrNotImage)
+	case p.o.maxBytes > 0 && int64(len(data)) > p.o.maxBytes:
+		return fmt.Errorf("%w: %d bytes, the limit is %d (MaxFileBytes)", ErrFileTooLarge, len(data), p.o.maxBytes)
+	}
+	if sniff(data) == formatJPEG {
+		h, err := parseJPEG(data)
+		if err == nil {
+			err = checkPixels(h.w, h.h, p.o.maxPixels)
+		}
+		if err == nil {
+			err = checkJPEG(data)
+		}
+		if err != nil || h.comps == 1 || h.comps == 3 || h.comps == 4 {
+			return err
+		}
+	}
+	_, err := decodeGo(data, p.o.maxPixels)
+	return err
+}
+
 // checkRand refuses a nil rng for a training transform, which draws its
 // crop and flip from it.
 func (p *Pipeline) checkRand(rng *rand.Rand) error {
@@ -132,12 +177,12 @@ func (p *Pipeline) checkRand(rng *rand.Rand) error {
 func (p *Pipeline) decodeFile(path string, geom func(w, h int) Geometry, dst []byte) error {
 	sc, err := p.get()
 	if err != nil {
-		return fmt.Errorf("vision: %w", err)
+		return prefixed(err)
 	}
 	defer p.put(sc)
 	data, err := sc.read(path, p.o.maxBytes)
 	if err != nil {
-		return fmt.Errorf("vision: %w", err)
+		return prefixed(err)
 	}
 	if err := p.decode(sc, data, geom, dst); err != nil {
 		return fmt.Errorf("vision: %s: %w", path, err)
@@ -153,7 +198,7 @@ func (p *Pipeline) Close() error {
 	defer p.mu.Unlock()
 	p.closed = true
 	for _, sc := range p.free {
-		sc.n.close()
+		sc.close()
 	}
 	p.free = nil
 	return nil
@@ -170,6 +215,18 @@ type scratch struct {
 	region []byte
 	gs     goScratch
 	n      native
+	enc    *csrc.JPEGEncoder // ShrinkJPEG's, made on its first call; nil where TurboJPEG does not load
+	pix    []byte            // ShrinkJPEG's pixels, reused
+	encTry bool              // enc was tried
+}
+
+// close frees the scratch's C state.
+func (sc *scratch) close() {
+	sc.n.close()
+	if sc.enc != nil {
+		sc.enc.Close()
+		sc.enc = nil
+	}
 }
 
 // planKey is what a plan is built from, besides the transform.
@@ -237,7 +294,7 @@ func (p *Pipeline) get() (*scratch, error) {
 	sc := &scratch{}
 	if hasNative {
 		if err := sc.n.init(p.lib); err != nil {
-			return nil, fmt.Errorf("vision: %w", err)
+			return nil, prefixed(err)
 		}
 	}
 	return sc, nil
@@ -247,7 +304,7 @@ func (p *Pipeline) put(sc *scratch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		sc.n.close()
+		sc.close()
 		return
 	}
 	p.free = append(p.free, sc)
@@ -263,9 +320,26 @@ type jpegOpts struct {
 
 // decode runs the transform on one encoded image.
 func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry, dst []byte) error {
-	t := &p.t
-	if len(dst) != t.Size*t.Size*3*t.Output.elemBytes() {
+	return p.decodeWith(sc, &p.t, data, geom, dst)
+}
+
+// decodeWith runs transform t on one encoded image. A t of Size 0 writes
+// the whole resized image (ResizeW x ResizeH, Shrink) instead of a
+// Size x Size window; dst is checked against it once the geometry is
+// known.
+func (p *Pipeline) decodeWith(sc *scratch, t *Transform, data []byte, geom func(w, h int) Geometry, dst []byte) error {
+	if t.Size > 0 && len(dst) != t.Size*t.Size*3*t.Output.elemBytes() {
 		return fmt.Errorf("image field of %d bytes, the transform writes %d", len(dst), t.Size*t.Size*3*t.Output.elemBytes())
+	}
+	if t.Size == 0 {
+		inner := geom
+		geom = func(w, h int) Geometry {
+			g := inner(w, h)
+			if n := g.ResizeW * g.ResizeH * 3 * t.Output.elemBytes(); len(dst) != n {
+				panic(fmt.Sprintf("vision: Shrink: %d bytes for a %dx%d image", len(dst), g.ResizeW, g.ResizeH)) // a bug of Shrink's
+			}
+			return g
+		}
 	}
 	path := collate.ActiveKernels()
 	if sniff(data) == formatJPEG && p.lib != nil {
@@ -319,6 +393,109 @@ func (p *Pipeline) decode(sc *scratch, data []byte, geom func(w, h int) Geometry
 	return nil
 }
 
+// Shrink decodes an image and resizes it, keeping its aspect ratio, so
+// that its shorter side is at most short pixels (an image that small
+// already keeps its size), and returns its pixels, RGB, row by row (HWC),
+// and its size: what shards write --resize re-encodes. It decodes as
+// Decode does, by the Pipeline's decoder and Mode (Pillow's antialiased
+// bilinear filter; in the Fast mode, with DCT scaling where the image is
+// at least twice the size it shrinks to), after the same checks, and
+// ignores the rest of the Transform.
+func (p *Pipeline) Shrink(data []byte, short int) (pix []byte, w, h int, err error) {
+	sc, err := p.get()
+	if err != nil {
+		return nil, 0, 0, prefixed(err)
+	}
+	defer p.put(sc)
+	return p.shrink(sc, data, short, nil)
+}
+
+// shrink is Shrink with sc, its pixels in buf where it has room.
+func (p *Pipeline) shrink(sc *scratch, data []byte, short int, buf []byte) (pix []byte, w, h int, err error) {
+	switch {
+	case short < 1:
+		return nil, 0, 0, fmt.Errorf("vision: Shrink: short side %d, want >= 1", short)
+	case len(data) == 0:
+		return nil, 0, 0, prefixed(fmt.Errorf("no bytes: %w", ErrNotImage))
+	case p.o.maxBytes > 0 && int64(len(data)) > p.o.maxBytes:
+		return nil, 0, 0, prefixed(fmt.Errorf("%w: %d bytes, the limit is %d (MaxFileBytes)", ErrFileTooLarge, len(data), p.o.maxBytes))
+	}
+	iw, ih, err := imageSize(data)
+	if err != nil {
+		return nil, 0, 0, prefixed(err)
+	}
+	if err := checkPixels(iw, ih, p.o.maxPixels); err != nil {
+		return nil, 0, 0, prefixed(err)
+	}
+	w, h = iw, ih
+	if s := min(iw, ih); s > short {
+		w, h = max(1, int((int64(iw)*int64(short)+int64(s)/2)/int64(s))), max(1, int((int64(ih)*int64(short)+int64(s)/2)/int64(s)))
+	}
+	t := Transform{Mode: p.t.Mode, Output: Uint8HWC} // Size 0: the whole resized image
+	pix = grow(buf, w*h*3)
+	geom := func(iw, ih int) Geometry { return Geometry{Box: Box{W: iw, H: ih}, ResizeW: w, ResizeH: h} }
+	if err := p.decodeWith(sc, &t, data, geom, pix); err != nil {
+		return nil, 0, 0, prefixed(err)
+	}
+	return pix, w, h, nil
+}
+
+// turboJPEGLibs are the names TurboJPEG's library is loaded by.
+var turboJPEGLibs = []string{"libturbojpeg.so.0", "libturbojpeg.so", "libturbojpeg.0.dylib", "turbojpeg.dll"}
+
+// encoderNote logs, once, which JPEG encoder ShrinkJPEG uses.
+var encoderNote sync.Once
+
+// ShrinkJPEG is Shrink, its pixels then encoded as a JPEG of quality q
+// (4:2:0): by TurboJPEG (libturbojpeg.so.0, Debian's libturbojpeg0,
+// loaded at run time), else, with the reason logged once, by Go's
+// image/jpeg (about a third of its speed).
+func (p *Pipeline) ShrinkJPEG(data []byte, short, q int) ([]byte, error) {
+	if q < 1 || q > 100 {
+		return nil, fmt.Errorf("vision: ShrinkJPEG: quality %d, want 1 to 100", q)
+	}
+	sc, err := p.get()
+	if err != nil {
+		return nil, prefixed(err)
+	}
+	defer p.put(sc)
+	pix, w, h, err := p.shrink(sc, data, short, sc.pix)
+	if err != nil {
+		return nil, err
+	}
+	sc.pix = pix
+	if !sc.encTry {
+		sc.encTry = true
+		var errs []error
+		for _, name := range turboJPEGLibs {
+			if sc.enc, err = csrc.OpenJPEGEncoder(name); err == nil {
+				break
+			}
+			errs = append(errs, err)
+		}
+		encoderNote.Do(func() {
+			if sc.enc != nil {
+				slog.Info("tensorbatch: JPEG encoder", "encoder", "TurboJPEG")
+			} else {
+				slog.Info("tensorbatch: JPEG encoder", "encoder", "go image/jpeg", "reason", errors.Join(errs...))
+			}
+		})
+	}
+	if sc.enc != nil {
+		return sc.enc.Encode(nil, pix, w, h, q)
+	}
+	img := &image.RGBA{Pix: make([]byte, 4*w*h), Stride: 4 * w, Rect: image.Rect(0, 0, w, h)}
+	for i := range w * h {
+		copy(img.Pix[4*i:4*i+3], pix[3*i:3*i+3])
+		img.Pix[4*i+3] = 255
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: q}); err != nil {
+		return nil, fmt.Errorf("vision: ShrinkJPEG: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
 // dctDenom is the largest DCT scaling (1/2, 1/4, 1/8) that leaves the box
 // at least as large as its resized size in both directions.
 func dctDenom(g Geometry) int {
@@ -331,3 +508,12 @@ func dctDenom(g Geometry) int {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// prefixed returns err with the package's "vision: " before it, once: a
+// sentinel error (ErrNotImage, ErrCorrupt...) says it already.
+func prefixed(err error) error {
+	if strings.HasPrefix(err.Error(), "vision: ") {
+		return err
+	}
+	return fmt.Errorf("vision: %w", err)
+}

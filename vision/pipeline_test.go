@@ -5,9 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
 	"io/fs"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -53,6 +59,7 @@ func allTransforms() []vision.Transform {
 // bits ImageFolder writes for the file: every Mode and Output, train and
 // eval, through two loaders.
 func TestPipelineMatchesImageFolder(t *testing.T) {
+	t.Parallel()
 	root := folder(t)
 	for _, tr := range allTransforms() {
 		name := fmt.Sprintf("train=%v/%v/%v", tr.Train, tr.Mode, tr.Output)
@@ -121,6 +128,7 @@ func TestPipelineDecodeNoAllocation(t *testing.T) {
 }
 
 func TestPipelineDecodeErrors(t *testing.T) {
+	t.Parallel()
 	good, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
 	require.NoError(t, err)
 	p, err := vision.NewPipeline(vision.Eval(16), vision.MaxFileBytes(int64(len(good))), vision.MaxPixels(1<<20))
@@ -154,6 +162,7 @@ func TestPipelineDecodeErrors(t *testing.T) {
 
 // A closed Dataset fails its Fills: it is its Pipeline.
 func TestDatasetDecodeAfterClose(t *testing.T) {
+	t.Parallel()
 	ds, err := vision.New(nil, nil, vision.Eval(16))
 	require.NoError(t, err)
 	require.NoError(t, ds.Close())
@@ -164,6 +173,7 @@ func TestDatasetDecodeAfterClose(t *testing.T) {
 // Decodes from many goroutines at once give each its own bits, and a
 // Close among them frees the decoders in use as they finish.
 func TestPipelineConcurrent(t *testing.T) {
+	t.Parallel()
 	var files [][]byte
 	for _, f := range []string{"rgb420.jpg", "progressive.jpg", "rgb.png", "cmyk.jpg"} {
 		b, err := os.ReadFile(filepath.Join(testdata, f))
@@ -219,4 +229,127 @@ func TestPipelineConcurrent(t *testing.T) {
 	require.NoError(t, p.Close())
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
+}
+
+// Check refuses what Decode refuses before decoding: no bytes, not an
+// image, a JPEG cut short; it passes a good JPEG and PNG.
+func TestPipelineCheck(t *testing.T) {
+	p, err := vision.NewPipeline(vision.Eval(32))
+	require.NoError(t, err)
+	defer p.Close()
+	jpg, err := os.ReadFile(filepath.Join("testdata", "gray.jpg"))
+	require.NoError(t, err)
+	png, err := os.ReadFile(filepath.Join("testdata", "gray.png"))
+	require.NoError(t, err)
+	assert.NoError(t, p.Check(jpg))
+	assert.NoError(t, p.Check(png))
+	for _, bad := range [][]byte{nil, []byte("not an image"), jpg[:len(jpg)/2]} {
+		err := p.Check(bad)
+		require.Error(t, err)
+		dst := make([]byte, 32*32*3*4)
+		assert.Error(t, p.Decode(bad, nil, dst), "Decode refuses what Check refuses")
+		assert.True(t, strings.HasPrefix(err.Error(), "vision: ") && !strings.HasPrefix(err.Error(), "vision: vision: "), err.Error())
+	}
+}
+
+// ShrinkJPEG encodes Shrink's pixels as a JPEG of the quality asked, by
+// TurboJPEG where it loads and by Go's image/jpeg where it does not: both
+// decode (by Go's independent decoder) to Shrink's size and close to its
+// pixels, a higher quality closer; a quality outside 1..100 is an error.
+func TestPipelineShrinkJPEG(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "rgb420.jpg"))
+	require.NoError(t, err)
+	for _, enc := range []struct {
+		name string
+		libs []string
+	}{{"turbojpeg", []string{"libturbojpeg.so.0"}}, {"go", nil}} {
+		t.Run(enc.name, func(t *testing.T) {
+			if enc.libs != nil && !vision.CgoEnabled {
+				t.Skip("TurboJPEG is loaded by cgo")
+			}
+			vision.UseTurboJPEGLibs(t, enc.libs...)
+			p, err := vision.NewPipeline(vision.Eval(32))
+			require.NoError(t, err)
+			defer p.Close()
+			pix, w, h, err := p.Shrink(data, 64)
+			require.NoError(t, err)
+			var errs []float64
+			for _, q := range []int{50, 95} {
+				out, err := p.ShrinkJPEG(data, 64, q)
+				require.NoError(t, err)
+				img, err := jpeg.Decode(bytes.NewReader(out))
+				require.NoError(t, err)
+				require.Equal(t, image.Rect(0, 0, w, h), img.Bounds())
+				sum := 0.0
+				for y := range h {
+					for x := range w {
+						r, g, b, _ := img.At(x, y).RGBA()
+						for c, v := range []uint32{r >> 8, g >> 8, b >> 8} {
+							d := float64(v) - float64(pix[3*(y*w+x)+c])
+							sum += d * d
+						}
+					}
+				}
+				errs = append(errs, math.Sqrt(sum/float64(3*w*h)))
+			}
+			assert.Less(t, errs[1], errs[0], "quality 95 is closer than 50")
+			assert.Less(t, errs[1], 7.0, "RMS error at quality 95 (4:2:0 chroma on a small, sharp image): %v", errs)
+			for _, q := range []int{0, 101} {
+				_, err := p.ShrinkJPEG(data, 64, q)
+				assert.ErrorContains(t, err, "vision: ShrinkJPEG: quality")
+			}
+		})
+	}
+}
+
+// Shrink resizes an image, keeping its aspect ratio, to a shorter side
+// of at most N: in the Exact mode its pixels are Pillow's
+// Image.resize((w, h), BILINEAR) of the same decode, bit for bit (an
+// independent reference, with Debian's python3-pil); a smaller image
+// keeps its size.
+func TestPipelineShrinkMatchesPillow(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import PIL").Run() != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-pil is missing (scripts/install-deps.sh installs it)")
+		}
+		t.Skip("python3-pil is missing")
+	}
+	p, err := vision.NewPipeline(vision.Eval(32))
+	require.NoError(t, err)
+	defer p.Close()
+	for _, name := range []string{"rgb444_tall.jpg", "rgb420.jpg", "gray.png"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		for _, short := range []int{24, 1000} {
+			pix, w, h, err := p.Shrink(data, short)
+			require.NoError(t, err, name)
+			out, err := exec.Command("/usr/bin/python3", "-c", `
+import sys
+from PIL import Image
+img = Image.open(sys.argv[1]).convert("RGB")
+w, h = int(sys.argv[2]), int(sys.argv[3])
+if (w, h) != img.size:
+    img = img.resize((w, h), Image.BILINEAR)
+sys.stdout.buffer.write(img.tobytes())
+`, filepath.Join("testdata", name), strconv.Itoa(w), strconv.Itoa(h)).Output()
+			require.NoError(t, err)
+			assert.LessOrEqual(t, min(w, h), short, name)
+			if short == 1000 {
+				cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+				require.NoError(t, err)
+				assert.Equal(t, [2]int{cfg.Width, cfg.Height}, [2]int{w, h}, "%s: a small image keeps its size", name)
+			}
+			require.Equal(t, len(out), len(pix), name)
+			diff := 0
+			for i := range pix {
+				if pix[i] != out[i] {
+					diff++
+				}
+			}
+			assert.Zero(t, diff, "%s at %d: %d of %d bytes differ from Pillow", name, short, diff, len(pix))
+		}
+	}
 }

@@ -128,14 +128,18 @@ func grow[T any](s []T, n int) []T {
 // buildPlan fills p for geometry g of a w x h image decoded at 1/denom
 // (decoded size sw x sh).
 func buildPlan(p *plan, g Geometry, t *Transform, denom, sw, sh int) {
+	ow, oh := g.Size, g.Size
+	if t.Size == 0 { // Shrink: the whole resized image
+		ow, oh = g.ResizeW, g.ResizeH
+	}
 	lo, in, in0, in1 := scaledSpan(g.Box.X, g.Box.W, denom, sw)
 	var first, last int
-	p.HKS, p.HB, p.HK, first, last = axis(p.HB, p.HK, in, in0, in1, g.ResizeW, g.OX, g.Size)
+	p.HKS, p.HB, p.HK, first, last = axis(p.HB, p.HK, in, in0, in1, g.ResizeW, g.OX, ow)
 	p.X0, p.X1 = lo+first, lo+last
 	lo, in, in0, in1 = scaledSpan(g.Box.Y, g.Box.H, denom, sh)
-	p.VKS, p.VB, p.VK, first, last = axis(p.VB, p.VK, in, in0, in1, g.ResizeH, g.OY, g.Size)
+	p.VKS, p.VB, p.VK, first, last = axis(p.VB, p.VK, in, in0, in1, g.ResizeH, g.OY, oh)
 	p.Y0, p.Y1 = lo+first, lo+last
-	p.OW, p.OH = g.Size, g.Size
+	p.OW, p.OH = ow, oh
 	p.Flip = g.Flip
 	p.Out = csrc.Out(t.Output)
 	p.Mean, p.Std = t.Mean, t.Std

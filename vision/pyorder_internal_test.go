@@ -11,6 +11,7 @@ import (
 // Names compare as Python compares os.fsdecode'd names: by code point,
 // an undecodable byte b as U+DC00+b.
 func TestPyCompare(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b string
 		want int
@@ -41,6 +42,7 @@ func TestPyCompare(t *testing.T) {
 
 // pyCompare is a total order that agrees with byte order on valid UTF-8.
 func TestPyCompareOrder(t *testing.T) {
+	t.Parallel()
 	names := []string{"", "a", "\xff", "\x80\x80", "\ue000", "\ud7ff", "\xc3", "\u00e9", "\U00010000", "\uffff",
 		"\xed\xa0\x80", "\xef\xbf\xbd", "\xc0\xaf", "a\xff", "a\u00e9", "\xf0\x90\x80", "~"}
 	s := slices.Clone(names)

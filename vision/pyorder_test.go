@@ -75,6 +75,7 @@ for s in out:
 // ImageFolder orders classes and files as Python's sorted() orders their
 // names, undecodable bytes included, as torchvision does.
 func TestImageFolderOrderIsPythons(t *testing.T) {
+	t.Parallel()
 	root := oddFolder(t)
 	ds, err := vision.ImageFolder(root, vision.Eval(16))
 	require.NoError(t, err)
@@ -97,6 +98,9 @@ func TestImageFolderOrderIsPythons(t *testing.T) {
 // where torchvision is not importable, unless $CI or
 // $TB_REQUIRE_TORCHVISION is set.
 func TestImageFolderOrderIsTorchvisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the torchvision peer: slow; go test without -short runs it")
+	}
 	root := oddFolder(t)
 	want, err := pyList(t, `import os, sys
 from torchvision.datasets import ImageFolder

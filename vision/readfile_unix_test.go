@@ -67,6 +67,7 @@ func TestOnlyRegularFilesAreRead(t *testing.T) {
 // The same through the datasets: a FIFO in an ImageFolder class and a
 // directory in a FileList fail their samples, naming the path.
 func TestNonRegularFilesFailTheirSamples(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	write(t, root, "a/0.jpg", "rgb420.jpg")
 	fifo := filepath.Join(root, "a", "1.jpg")

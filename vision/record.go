@@ -44,7 +44,7 @@ var recordLabelExts = []string{"cls", "label", "json"}
 func (p *Pipeline) Record(image, label string) func(ctx context.Context, rec engine.Record, s *engine.Slot) error {
 	imageField, labelField := p.o.image, p.o.label
 	return func(ctx context.Context, rec engine.Record, s *engine.Slot) error {
-		ext, data, err := recordImage(rec, image)
+		ext, data, err := RecordImage(rec, image)
 		if err != nil {
 			return err
 		}
@@ -61,9 +61,29 @@ func (p *Pipeline) Record(image, label string) func(ctx context.Context, rec eng
 	}
 }
 
-// recordImage returns the image member of rec: ext if it has one, else
-// the first of recordImageExts.
-func recordImage(rec engine.Record, ext string) (string, []byte, error) {
+// CheckRecord returns the error that Record(image, label) would refuse
+// rec with before it decodes: a missing image or label member, a label
+// that is not one, or an image that Check refuses. tensorbatch shards
+// verify checks every record so.
+func (p *Pipeline) CheckRecord(rec engine.Record, image, label string) error {
+	ext, data, err := RecordImage(rec, image)
+	if err != nil {
+		return err
+	}
+	if _, err := recordLabel(rec, label); err != nil {
+		return err
+	}
+	if err := p.check(data); err != nil {
+		return fmt.Errorf("vision: %s: sample %q: .%s: %w", rec.Shard, rec.Key, ext, err)
+	}
+	return nil
+}
+
+// RecordImage returns the image member of rec that Record(ext, ...)
+// decodes, and its extension: ext if rec has it, else the first of jpg,
+// jpeg, png, webp, bmp, tif, tiff, ppm, pgm, pbm and pnm it has; an error
+// naming the shard and key where it has none.
+func RecordImage(rec engine.Record, ext string) (string, []byte, error) {
 	if b, ok := rec.Fields[ext]; ok && ext != "" {
 		return ext, b, nil
 	}

@@ -74,6 +74,7 @@ func folderShard(t testing.TB, ds *vision.Dataset, path string) {
 // shards.New, FromIterable and a Loader, gives ImageFolder's batches bit
 // for bit: every Mode and Output, train and eval, the member aliases.
 func TestRecordMatchesImageFolder(t *testing.T) {
+	t.Parallel()
 	root := folder(t)
 	shard := filepath.Join(t.TempDir(), "train-0000.tar")
 	for k, tr := range allTransforms() {
@@ -119,7 +120,12 @@ func newSlot(t testing.TB, p *vision.Pipeline) *engine.Slot {
 	return enginetest.NewSlot(1, 0, 0, layout, make([]byte, layout.Size()), 0)
 }
 
+// TestRecordMembers: Record takes the members it is named, else the
+// first image and label members a record has, and refuses a missing or
+// malformed one naming the shard, key and member; CheckRecord refuses
+// each record Record refuses, before it decodes, in the same words.
 func TestRecordMembers(t *testing.T) {
+	t.Parallel()
 	jpg, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
 	require.NoError(t, err)
 	png, err := os.ReadFile(filepath.Join(testdata, "rgb.png"))
@@ -170,15 +176,20 @@ func TestRecordMembers(t *testing.T) {
 			rec.Fields[ext] = []byte(b)
 		}
 		got, err := recordSlot(t, p, tc.image, tc.label, rec)
+		cerr := p.CheckRecord(rec, tc.image, tc.label) // refuses what Record refuses, saying the same
 		if tc.errs == nil {
 			if assert.NoError(t, err, tc.name) {
 				assert.Equal(t, tc.want, got, tc.name)
 			}
+			assert.NoError(t, cerr, tc.name)
 			continue
 		}
-		if assert.Error(t, err, tc.name) {
-			for _, s := range append([]string{"vision: s3://bucket/train-0007.tar: sample \"dir/key01\""}, tc.errs...) {
-				assert.ErrorContains(t, err, s, tc.name)
+		for _, err := range []error{err, cerr} {
+			if assert.Error(t, err, tc.name) {
+				for _, s := range append([]string{"vision: s3://bucket/train-0007.tar: sample \"dir/key01\""}, tc.errs...) {
+					assert.ErrorContains(t, err, s, tc.name)
+				}
+				assert.NotContains(t, err.Error(), "vision: vision:", tc.name)
 			}
 		}
 	}
@@ -196,6 +207,7 @@ func TestRecordMembers(t *testing.T) {
 // record's bytes (so a shards.Source may read later records into them),
 // once it has decoded the record; a failed record is not released.
 func TestRecordReleasesTheRecord(t *testing.T) {
+	t.Parallel()
 	jpg, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
 	require.NoError(t, err)
 	p, err := vision.NewPipeline(vision.Eval(16))
@@ -216,6 +228,7 @@ func TestRecordReleasesTheRecord(t *testing.T) {
 // A bad record in a shard fails its sample in the loader, with the
 // shard, key and member named.
 func TestRecordErrorsThroughTheLoader(t *testing.T) {
+	t.Parallel()
 	jpg, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
 	require.NoError(t, err)
 	p, err := vision.NewPipeline(vision.Eval(16))

@@ -37,6 +37,9 @@ func entropyResidue(err error) bool {
 // the whole file whatever the crop; the JPEG path checks the whole file
 // first.
 func TestCutFilesFailTheSameForEveryCrop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault table over every cut, crop and decoder: slow; go test without -short runs it")
+	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.*"))
 	require.NotEmpty(t, files)
 	_, lib, _ := jpegDecoder()

@@ -81,6 +81,9 @@ func damaged(t testing.TB, good []byte) map[string][]byte {
 // whatever the crop, the mode and the decoder: its validity is the
 // file's, not the epoch's.
 func TestDamagedJPEGFailsForEveryCrop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault table over every crop and decoder: slow; go test without -short runs it")
+	}
 	files, _ := filepath.Glob(filepath.Join(testdata, "*.jpg"))
 	require.NotEmpty(t, files)
 	for _, dec := range []string{"auto", "go"} {
@@ -118,6 +121,7 @@ func TestDamagedJPEGFailsForEveryCrop(t *testing.T) {
 // What follows EOI is ignored, as libjpeg and Go's decoder ignore it, and
 // fill bytes before a marker are allowed: such files decode.
 func TestJPEGTrailingBytesAndFill(t *testing.T) {
+	t.Parallel()
 	good, err := os.ReadFile(filepath.Join(testdata, "rgb420.jpg"))
 	require.NoError(t, err)
 	fill := append(append(bytes.Clone(good[:len(good)-2]), 0xff, 0xff, 0xff), 0xff, 0xd9)

@@ -64,9 +64,10 @@ const (
 	// fixed point, the vertical pass first. Against Exact: about 45 dB
 	// PSNR where no DCT scaling applies (JPEG; at least 40 dB, tested),
 	// within 2 of 255 for the other formats, at least 35 dB with DCT
-	// scaling (tested); about 1.4 times Exact's speed on ImageNet-sized
-	// JPEGs, and faster than TurboJPEG's full decode of the same files
-	// (bench/RESULTS.md). The mode for training throughput.
+	// scaling (tested); faster than Exact on ImageNet-sized JPEGs, and
+	// than TurboJPEG's full decode of the same files (BenchmarkDecode's
+	// train and train-fast; the per-core rows of go run ./bench). The
+	// mode for training throughput.
 	Fast
 )
 

@@ -50,6 +50,7 @@ func folder(t testing.TB) string {
 }
 
 func TestImageFolderFollowsTorchvision(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	for _, f := range []string{
 		"b/x.jpg", "b/A.JPEG", "b/sub/z/y.png", "b/sub/a.webp", "b/notes.txt", "b/.hidden.jpg",
@@ -73,8 +74,9 @@ func TestImageFolderFollowsTorchvision(t *testing.T) {
 		"b/.hidden.jpg:2", "b/A.JPEG:2", "b/x.jpg:2", "b/sub/a.webp:2", "b/sub/z/y.png:2"}
 	assert.Equal(t, want, got)
 
-	// The same tree through torchvision itself, where it is installed.
-	if _, err := exec.LookPath(pythonPeer); err != nil {
+	// The same tree through torchvision itself, where it is installed
+	// (not under -short: starting it is most of the test's time).
+	if _, err := exec.LookPath(pythonPeer); err != nil || testing.Short() {
 		return
 	}
 	out, err := exec.Command(pythonPeer, "-c", `import sys, json
@@ -101,10 +103,11 @@ print(json.dumps(dict(classes=ds.classes, samples=[[p, c] for p, c in ds.samples
 const pythonPeer = "/usr/bin/python3"
 
 // torchvisionSamples lists root with torchvision's ImageFolder: its
-// samples as "path:label", or nil where torchvision is not importable.
+// samples as "path:label", or nil where torchvision is not importable,
+// and under -short (starting it is most of a test's time).
 func torchvisionSamples(t *testing.T, root string) []string {
 	t.Helper()
-	if _, err := exec.LookPath(pythonPeer); err != nil {
+	if _, err := exec.LookPath(pythonPeer); err != nil || testing.Short() {
 		return nil
 	}
 	out, err := exec.Command(pythonPeer, "-c", `import sys
@@ -129,6 +132,7 @@ func samplePaths(ds *vision.Dataset) []string {
 // reached through two links is listed under both, and paths keep the
 // root's spelling, as os.path.join does.
 func TestImageFolderFollowsTorchvisionThroughLinks(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("symbolic links need a privilege on Windows")
 	}
@@ -171,6 +175,7 @@ func TestImageFolderFollowsTorchvisionThroughLinks(t *testing.T) {
 func newRand(i uint64) *rand.Rand { return rand.New(rand.NewPCG(i, 7)) }
 
 func TestImageFolderErrors(t *testing.T) {
+	t.Parallel()
 	_, err := vision.ImageFolder(filepath.Join(t.TempDir(), "missing"), vision.Eval(32))
 	assert.ErrorContains(t, err, "missing")
 	assert.ErrorIs(t, err, os.ErrNotExist)
@@ -318,6 +323,7 @@ func TestPixelLimitBeforeAllocation(t *testing.T) {
 }
 
 func TestFileList(t *testing.T) {
+	t.Parallel()
 	root := folder(t)
 	list := filepath.Join(root, "train.csv")
 	require.NoError(t, os.WriteFile(list, []byte("path,label\ncat/rgb420.jpg,3\n\"dog/gray.jpg\",1\n"+
@@ -346,6 +352,7 @@ func TestFileList(t *testing.T) {
 // IMG_EXTENSIONS) has a decoder: the files it lists are never refused as
 // not an image. The goldens check their pixels.
 func TestEveryIMGExtensionDecodes(t *testing.T) {
+	t.Parallel()
 	ds, err := vision.New(nil, nil, vision.Eval(32))
 	require.NoError(t, err)
 	defer ds.Close()
@@ -362,6 +369,7 @@ func TestEveryIMGExtensionDecodes(t *testing.T) {
 
 // A bad setting names its field.
 func TestTransformErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	nan := float32(math.NaN())
 	for field, tr := range map[string]vision.Transform{
 		"Size":       {Size: -1},
@@ -382,6 +390,7 @@ func TestTransformErrorsNameTheField(t *testing.T) {
 // of class names without a header keeps its first line, and a header
 // works in either form.
 func TestFileListHeaders(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write(t, dir, "n0144_1", "rgb420.jpg")
 	for _, tc := range []struct {
@@ -424,6 +433,7 @@ func TestFileListHeaders(t *testing.T) {
 // Batches are bit for bit the same for any worker count: the crop and flip
 // come from the slot's RNG.
 func TestBatchesIdenticalForAnyWorkers(t *testing.T) {
+	t.Parallel()
 	root := folder(t)
 	for _, tr := range []vision.Transform{vision.Train(48), {Train: true, Size: 40, Output: vision.BFloat16CHW, Mode: vision.Fast}} {
 		ds, err := vision.ImageFolder(root, tr)
@@ -453,6 +463,7 @@ func TestBatchesIdenticalForAnyWorkers(t *testing.T) {
 // 16-bit resampling), >= 35 dB
 // where it does.
 func TestFastModePSNR(t *testing.T) {
+	t.Parallel()
 	photos, _ := filepath.Glob("/usr/share/backgrounds/mate/nature/*.jpg")
 	if len(photos) == 0 {
 		t.Skip("no mate-backgrounds photos (scripts/install-deps.sh installs them)")
@@ -527,6 +538,7 @@ func TestNoAllocationPerImage(t *testing.T) {
 }
 
 func TestSchemaAndOutputs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		out   vision.Output
 		dtype collate.DType

@@ -29,10 +29,14 @@ type Config struct {
 	Name string
 	// Inputs and Labels name the batch fields yielded as GoMLX's inputs and
 	// labels, in that order. Each becomes a tensor of shape [batch, field
-	// shape...]: GoMLX's sparse losses want labels shaped [batch, 1], so
-	// give such a field the Shape []int{1}. A name the batch lacks makes
-	// Yield panic, as engine.Batch.Tensor does.
+	// shape...]. A name the batch lacks makes Yield panic, as
+	// engine.Batch.Tensor does.
 	Inputs, Labels []string
+	// ScalarLabels yields each scalar label field (shape [batch]: vision's
+	// and shards' int64 labels) as [batch, 1], the shape GoMLX's sparse
+	// losses want, with no reshape in the model. Label fields of another
+	// shape are yielded as they are.
+	ScalarLabels bool
 	// Epoch is the first epoch to load (to resume a run, say).
 	Epoch int
 	// Infinite runs epoch after epoch, so Yield never returns io.EOF: for
@@ -157,10 +161,10 @@ func (d *Dataset) Yield() (spec any, inputs, labels []*tensors.Tensor, err error
 		default:
 			// b stays valid until the next call of d.next or d.stop.
 			d.batches++
-			if inputs, err = d.tensors(b, d.cfg.Inputs); err != nil {
+			if inputs, err = d.tensors(b, d.cfg.Inputs, false); err != nil {
 				return nil, nil, nil, err
 			}
-			if labels, err = d.tensors(b, d.cfg.Labels); err != nil {
+			if labels, err = d.tensors(b, d.cfg.Labels, d.cfg.ScalarLabels); err != nil {
 				finalize(inputs)
 				return nil, nil, nil, err
 			}
@@ -171,10 +175,15 @@ func (d *Dataset) Yield() (spec any, inputs, labels []*tensors.Tensor, err error
 }
 
 // tensors copies the named fields of b into new backend buffers.
-func (d *Dataset) tensors(b *engine.Batch, names []string) ([]*tensors.Tensor, error) {
+func (d *Dataset) tensors(b *engine.Batch, names []string, column bool) ([]*tensors.Tensor, error) {
 	out := make([]*tensors.Tensor, 0, len(names))
 	for _, name := range names {
-		t, err := d.tensor(b.Tensor(name))
+		bt := b.Tensor(name)
+		shape := bt.Shape()
+		if column && len(shape) == 1 {
+			shape = append(shape, 1)
+		}
+		t, err := d.tensor(bt, shape)
 		if err != nil {
 			finalize(out)
 			return nil, fmt.Errorf("gomlx: batch %d of epoch %d, field %q: %w", b.IndexInEpoch(), b.Epoch(), name, err)
@@ -187,12 +196,12 @@ func (d *Dataset) tensors(b *engine.Batch, names []string) ([]*tensors.Tensor, e
 // tensor makes a GoMLX tensor of t with one copy: BufferFromFlatData
 // copies the pinned memory into a buffer the backend owns (simplego: a Go
 // slice from its pool; XLA: the host-to-device transfer itself).
-func (d *Dataset) tensor(t collate.Tensor) (*tensors.Tensor, error) {
+func (d *Dataset) tensor(t collate.Tensor, shape []int) (*tensors.Tensor, error) {
 	dt, flat, err := view(t)
 	if err != nil {
 		return nil, err
 	}
-	buf, err := d.backend.BufferFromFlatData(d.cfg.Device, flat, shapes.Make(dt, t.Shape()...))
+	buf, err := d.backend.BufferFromFlatData(d.cfg.Device, flat, shapes.Make(dt, shape...))
 	if err != nil {
 		return nil, err
 	}

@@ -389,3 +389,31 @@ func BenchmarkYield(b *testing.B) {
 		})
 	}
 }
+
+// ScalarLabels yields a scalar label field, as vision's and shards'
+// labels are, as [batch, 1], which GoMLX's sparse cross-entropy takes as
+// it is; inputs, and labels that are not scalar, keep their shapes.
+func TestScalarLabels(t *testing.T) {
+	schema := collate.Schema{{Name: "x", DType: collate.Float32, Shape: []int{3}}, {Name: "label", DType: collate.Int64}, {Name: "y", DType: collate.Float32, Shape: []int{2}}}
+	ds := engine.DatasetFunc(8, schema, func(_ context.Context, s *engine.Slot) error {
+		collate.As[int64](s.Tensor("label"))[0] = int64(s.Index() % 3)
+		return nil
+	})
+	for _, scalar := range []bool{false, true} {
+		l := newLoader(t, ds, engine.Config{BatchSize: 4})
+		d := newDataset(t, context.Background(), l, tbgomlx.Config{Inputs: []string{"x"}, Labels: []string{"label", "y"}, ScalarLabels: scalar})
+		_, in, lab, err := d.Yield()
+		require.NoError(t, err)
+		assert.Equal(t, []int{4, 3}, in[0].Shape().Dimensions)
+		assert.Equal(t, []int{4, 2}, lab[1].Shape().Dimensions, "a label that is not scalar keeps its shape")
+		if scalar {
+			assert.Equal(t, []int{4, 1}, lab[0].Shape().Dimensions)
+		} else {
+			assert.Equal(t, []int{4}, lab[0].Shape().Dimensions)
+		}
+		assert.Equal(t, []int64{0, 1, 2, 0}, tensors.MustCopyFlatData[int64](lab[0]))
+		for _, x := range append(in, lab...) {
+			require.NoError(t, x.FinalizeAll())
+		}
+	}
+}

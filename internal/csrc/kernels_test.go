@@ -21,6 +21,7 @@ func paths() []csrc.Kernels { return csrc.AvailableKernels()[1:] }
 // The bindings are public: each checks its bounds and panics, naming the
 // problem, rather than let C write (or read) out of bounds.
 func TestKernelsPanicOnBadArguments(t *testing.T) {
+	t.Parallel()
 	const huge = 1<<61 + 1 // 2*huge*8 wraps to 16
 	for _, p := range paths() {
 		for _, tc := range []struct {
@@ -112,6 +113,7 @@ func TestKernelsPanicOnBadArguments(t *testing.T) {
 }
 
 func TestKernelsStopAtABadIndexOrLength(t *testing.T) {
+	t.Parallel()
 	for _, p := range paths() {
 		src := []byte{0, 1, 2, 3, 4, 5, 6, 7}
 		dst := bytes.Repeat([]byte{0xee}, 12)
@@ -125,6 +127,7 @@ func TestKernelsStopAtABadIndexOrLength(t *testing.T) {
 }
 
 func TestKernelsAcceptEmptyArguments(t *testing.T) {
+	t.Parallel()
 	for _, p := range paths() {
 		assert.NotPanics(t, func() {
 			csrc.Gather(p, nil, nil, nil, 4, false)

@@ -93,3 +93,12 @@ func (d *ImageDecoder) JPEGRegion([]byte, JPEGRequest, int, int, int, int, []byt
 	return ErrNoCgo
 }
 func (d *ImageDecoder) Resample(Kernels, *Plan, []byte, int, []byte) error { return ErrNoCgo }
+
+// JPEGEncoder needs cgo.
+type JPEGEncoder struct{}
+
+// OpenJPEGEncoder needs cgo.
+func OpenJPEGEncoder(string) (*JPEGEncoder, error) { return nil, ErrNoCgo }
+
+func (e *JPEGEncoder) Encode(dst, rgb []byte, w, h, q int) ([]byte, error) { return nil, ErrNoCgo }
+func (e *JPEGEncoder) Close()                                              {}

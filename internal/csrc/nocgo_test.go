@@ -14,6 +14,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestWithoutCgoNothingLoadsAndTheKernelsAreAbsent(t *testing.T) {
+	t.Parallel()
 	assert.False(t, csrc.Cgo)
 	_, err := csrc.Open(csrc.CUDA, "libcudart.so.12")
 	assert.ErrorIs(t, err, csrc.ErrNoCgo)

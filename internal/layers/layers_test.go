@@ -7,6 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -31,6 +32,7 @@ func deps(t *testing.T, pkg string) []string {
 // heavy parts (cloud SDKs, Parquet, plotting, frameworks) stay out of the
 // core; a cloud SDK is linked only by the program that imports its store.
 func TestImportRules(t *testing.T) {
+	t.Parallel()
 	cloud := []string{"github.com/aws/", "github.com/Azure/", "github.com/AzureAD/", "golang.org/x/oauth2", "cloud.google.com/"}
 	heavy := append([]string{"github.com/parquet-go/", "github.com/apache/arrow", "gonum.org/v1/plot", "google.golang.org/protobuf"}, cloud...)
 	ours := func(names ...string) []string {
@@ -70,6 +72,7 @@ func TestImportRules(t *testing.T) {
 // A program that reads a local Megatron corpus links at most 10
 // packages from outside the standard library, its own included.
 func TestCorpusLinksLittle(t *testing.T) {
+	t.Parallel()
 	d := deps(t, "corpus")
 	require.LessOrEqual(t, len(d), 10, "corpus links %d non-standard packages: %v", len(d), d)
 }
@@ -79,6 +82,7 @@ func TestCorpusLinksLittle(t *testing.T) {
 // (Sentinels shared by several packages, as ErrNotRegular is, are made
 // in an internal package and named by each.)
 func TestSentinelErrorsNameTheirPackage(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{"engine", "collate", "pinned", "vision", "shards", "shards/store", "corpus", "datasets"} {
 		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
 		require.NoError(t, err)
@@ -108,6 +112,64 @@ func TestSentinelErrorsNameTheirPackage(t *testing.T) {
 							t.Errorf("%s: %s is %q: want it to start %q", name, id.Name, msg, pkg+": ")
 						}
 					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// TestMessagesNameTheirOwnPackage: no string of a package's code begins
+// with another package's prefix ("shards: " in corpus, once it moved out
+// of shards): an error says where it was made. Every package of the
+// module is walked (its tests may quote a wrapped error of another); the
+// bare prefix ("csrc: ") is what a package trims off another's error.
+func TestMessagesNameTheirOwnPackage(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	names := map[string]bool{}
+	dirs := map[string]string{} // dir → its package's name
+	require.NoError(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "adapters") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly)
+		if err != nil {
+			return err
+		}
+		if pkg := f.Name.Name; pkg != "main" {
+			names[pkg] = true
+			dirs[filepath.Dir(path)] = pkg
+		}
+		return nil
+	}))
+	require.Contains(t, names, "corpus")
+	for dir, pkg := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+			require.NoError(t, err)
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				msg, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				if other, rest, ok := strings.Cut(msg, ": "); ok && rest != "" && other != pkg && names[other] {
+					t.Errorf("%s (package %s): %q begins with package %s's prefix", name, pkg, msg, other)
 				}
 				return true
 			})

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tb_image.h"
+#include "tb_jpeg_encode.h"
 #include "tb_kernels.h"
 #include "tb_turbo.h"
 
@@ -285,12 +286,53 @@ static void test_jpeg(const char *libpath, const char *dir) {
 	tb_jpeg_close(&lib);
 }
 
+/* The TurboJPEG encoder: a gradient encoded whole, from SOI to EOI, at
+ * two qualities (the higher larger); a library without its symbols is
+ * refused naming the first missing. */
+static void test_encode(void) {
+	tb_tj_enc t;
+	char err[512];
+	CHECK(tb_tj_enc_open(&t, "libc.so.6", err, sizeof err) == -1 && strstr(err, "tjInitCompress"), "message: %s", err);
+	if (tb_tj_enc_open(&t, "libturbojpeg.so.0", err, sizeof err) != 0) {
+		CHECK(0, "libturbojpeg.so.0: %s", err);
+		return;
+	}
+	enum { W = 37, H = 23 };
+	static uint8_t rgb[W * H * 3];
+	for (int i = 0; i < W * H; i++) {
+		rgb[3 * i] = (uint8_t)(i % W * 7);
+		rgb[3 * i + 1] = (uint8_t)(i / W * 11);
+		rgb[3 * i + 2] = (uint8_t)(i * 3);
+	}
+	void *h = tb_tj_init(&t);
+	CHECK(h != NULL, "tjInitCompress");
+	size_t sizes[2] = {0, 0};
+	int qs[2] = {30, 95};
+	for (int k = 0; k < 2 && h != NULL; k++) {
+		uint8_t *out = NULL;
+		size_t n = 0;
+		CHECK(tb_tj_encode(&t, h, rgb, W, H, qs[k], &out, &n, err, sizeof err) == 0, "encode: %s", err);
+		CHECK(out != NULL && n > 4 && out[0] == 0xFF && out[1] == 0xD8 && out[n - 2] == 0xFF && out[n - 1] == 0xD9,
+		      "quality %d: not a whole JPEG (%zu bytes)", qs[k], n);
+		sizes[k] = n;
+		if (out != NULL) {
+			tb_tj_free(&t, out);
+		}
+	}
+	CHECK(sizes[1] > sizes[0], "quality 95 (%zu bytes) is larger than 30 (%zu)", sizes[1], sizes[0]);
+	if (h != NULL) {
+		tb_tj_destroy(&t, h);
+	}
+	tb_tj_enc_close(&t);
+}
+
 int main(void) {
 	const char *lib = getenv("TB_LIBJPEG");
 	const char *dir = getenv("TB_TESTDATA");
 	test_resample();
 	test_random_plans();
 	test_open_errors();
+	test_encode();
 	test_jpeg(lib ? lib : "libjpeg.so.62", dir ? dir : "vision/testdata");
 	return check_report();
 }

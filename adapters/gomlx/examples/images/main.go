@@ -195,12 +195,11 @@ func patchConv(x, kernel *graph.Node) *graph.Node {
 	return graph.Reshape(y, batch, oh, ow, channels)
 }
 
-// loss is the sparse softmax cross-entropy of the logits: the labels
-// come as [batch] (the vision Pipeline's label is a scalar), GoMLX's
-// sparse loss wants [batch, 1].
+// loss is the sparse softmax cross-entropy of the logits: the vision
+// Pipeline's label is a scalar, which the dataset yields as [batch, 1]
+// (Config.ScalarLabels), as GoMLX's sparse loss wants it.
 func loss(labels, logits []*graph.Node) *graph.Node {
-	y := graph.Reshape(labels[0], -1, 1)
-	return losses.SparseCategoricalCrossEntropyLogits([]*graph.Node{y}, logits)
+	return losses.SparseCategoricalCrossEntropyLogits(labels, logits)
 }
 
 // newTrainer returns a trainer of the model with Adam.
@@ -253,7 +252,7 @@ func trainCNN(ctx context.Context, o options, out io.Writer) (result, error) {
 		return result{}, err
 	}
 	defer backend.Finalize()
-	ds, err := tbgomlx.New(ctx, backend, l, tbgomlx.Config{Name: "train", Inputs: []string{"image"}, Labels: []string{"label"}, Infinite: true})
+	ds, err := tbgomlx.New(ctx, backend, l, tbgomlx.Config{Name: "train", Inputs: []string{"image"}, Labels: []string{"label"}, ScalarLabels: true, Infinite: true})
 	if err != nil {
 		return result{}, err
 	}

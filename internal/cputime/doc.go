@@ -1,0 +1,3 @@
+// Package cputime reads the CPU time of this process, for the figures of
+// the bench harness and of tensorbatch bench.
+package cputime
