@@ -49,11 +49,12 @@ ctest: bin/ctest bin/libfakecudart.so bin/ctest-image
 	TB_FAKE_CUDART=$(CURDIR)/bin/libfakecudart.so ASAN_OPTIONS=detect_leaks=1 bin/ctest
 	TB_TESTDATA=$(CURDIR)/vision/testdata ASAN_OPTIONS=detect_leaks=1 bin/ctest-image
 
-# The image kernels (vision's C side) with the real libjpeg-turbo, and the
-# bench's TurboJPEG loader (bench/tb_turbo.c).
-IMAGE_SRC = tb_jpeg_decode.c tb_resample_exact.c tb_resample_fast.c
+# The image kernels (vision's C side) with the real libjpeg-turbo, the
+# TurboJPEG encoder (shards write --resize), and the bench's TurboJPEG
+# loader (bench/tb_turbo.c).
+IMAGE_SRC = tb_jpeg_decode.c tb_jpeg_encode.c tb_resample_exact.c tb_resample_fast.c
 IMAGE_C = $(addprefix $(CSRC)/,$(IMAGE_SRC) tb_dl.c tb_kernels.c) bench/tb_turbo.c
-IMAGE_H = $(addprefix $(CSRC)/,tb_image.h tb_image_internal.h tb_jpeg.h tb_dl.h tb_kernels.h tb_simd.h) bench/tb_turbo.h
+IMAGE_H = $(addprefix $(CSRC)/,tb_image.h tb_image_internal.h tb_jpeg.h tb_jpeg_encode.h tb_dl.h tb_kernels.h tb_simd.h) bench/tb_turbo.h
 bin/ctest-image: $(CSRC)/ctest/image_ctest.c $(CSRC)/ctest/check.h $(IMAGE_C) $(IMAGE_H)
 	@mkdir -p bin
 	$(CC) $(CTEST_FLAGS) -ffp-contract=off -I$(CSRC) -Ibench -o $@ $(CSRC)/ctest/image_ctest.c $(IMAGE_C) -ldl -lm

@@ -77,6 +77,9 @@ func TestBenchWritesTablesCSVJSONAndPlots(t *testing.T) {
 }
 
 func TestBenchHostToDeviceTableOnAGPUBackend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the bench's host-to-device table: slow; go test without -short runs it")
+	}
 	t.Setenv(pinned.EnvCUDALib, fakecudart.Path(t))
 	t.Setenv("TB_FAKE_COPY_DELAY_US", "0")
 	o := tiny(t, "-peer", "off", "-backend", "cuda", "-no-plots")
@@ -90,6 +93,9 @@ func TestBenchHostToDeviceTableOnAGPUBackend(t *testing.T) {
 }
 
 func TestBenchSideBySideWithPyTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the bench beside PyTorch: slow; go test without -short runs it")
+	}
 	if _, err := findPeer(); err != nil {
 		t.Skipf("no PyTorch peer (%v): scripts/install-deps.sh installs python3-torch", err)
 	}
@@ -104,6 +110,9 @@ func TestBenchSideBySideWithPyTorch(t *testing.T) {
 }
 
 func TestBenchWithoutPeerSaysHowToGetIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a bench run: slow; go test without -short runs it")
+	}
 	o := tiny(t, "-peer", "auto", "-backend", "cpu", "-no-plots", "-workers", "0")
 	old := peerScript
 	peerScript = "/nonexistent/peer.py"

@@ -457,9 +457,8 @@ func (ib *imageBench) report(w io.Writer, dir string) error {
 	}
 	fmt.Fprintln(w)
 	// A process's rate can stay slow for a whole round (the Python peer's
-	// moved 4x between rounds on the dev VM), and a noisy machine only
-	// ever adds time, so each side's best round is given beside the
-	// same-round ratios.
+	// most of all), and a noisy machine only ever adds time, so each
+	// side's best round is given beside the same-round ratios.
 	best := map[string]float64{}
 	for _, r := range ib.rates {
 		for _, v := range r.Rates {

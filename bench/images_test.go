@@ -18,6 +18,9 @@ import (
 // JSON, CSV and plot. Skipped where Debian's python3-pil or
 // mate-backgrounds are missing.
 func TestImageRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the bench's image rows: slow; go test without -short runs it")
+	}
 	dir := t.TempDir()
 	ib := &imageBench{}
 	imgOpts = imageOpts{count: 70, workers: "0,2", rounds: 1}
@@ -110,6 +113,9 @@ func TestImageRowsFull(t *testing.T) {
 // their ratios, the tar loader table, and the high-resolution set's
 // per-core rows. Skipped where the script cannot make the folders.
 func TestSourceAndHiresRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the bench's source and high-resolution rows: slow; go test without -short runs it")
+	}
 	dir := t.TempDir()
 	imgOpts = imageOpts{count: 40, hiresCount: 10, workers: "0,2", rounds: 1}
 	defer func() { imgOpts = imageOpts{} }()

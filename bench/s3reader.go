@@ -19,6 +19,7 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/engine/enginetest"
+	"github.com/tensorbatch/tensorbatch/internal/cputime"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/shards"
 	"github.com/tensorbatch/tensorbatch/vision"
@@ -346,9 +347,9 @@ func (sb *s3ReaderBench) compare(row string, set *s3Set, ours string, oursF func
 	ref string, refF func(context.Context, int) error, target float64, sameness string) error {
 	r := s3ReaderRow{Row: row, Ours: ours, Ref: ref, MB: float64(set.bytes) / 1e6, Target: target, Sameness: sameness}
 	pass := func(f func(context.Context, int) error) (wall, cpu time.Duration, err error) {
-		c0, t0 := processCPU(), time.Now()
+		c0, t0 := cputime.Process(), time.Now()
 		err = set.each(f)
-		return time.Since(t0), processCPU() - c0, err
+		return time.Since(t0), cputime.Process() - c0, err
 	}
 	for k := range sb.rounds + 1 {
 		var ow, oc, rw, rc time.Duration

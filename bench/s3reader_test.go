@@ -16,6 +16,9 @@ import (
 // ratio a round, and the cache's later epochs make no request. (No
 // figure is checked: this machine is shared.)
 func TestS3ReaderRows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the bench's S3 rows on an emulator: slow; go test without -short runs it")
+	}
 	if _, err := s3test.Binary(); err != nil {
 		t.Skipf("no versitygw: %v", err)
 	}

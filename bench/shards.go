@@ -193,7 +193,7 @@ func upload(o *shards.Opener, bucket string, files []string) error {
 			return err
 		}
 	}
-	list, err := shards.BuildShardList(ctx, o, files)
+	list, err := shards.BuildIndex(ctx, o, files)
 	if err != nil {
 		return err
 	}

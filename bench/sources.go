@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/internal/cputime"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/shards"
 	"github.com/tensorbatch/tensorbatch/vision"
@@ -96,7 +97,7 @@ func (sb *sourceBench) run(o *options, p *peer, ib *imageBench) error {
 	defer folder.Close()
 	samples := folder.Samples()
 	// An epoch of a few hundred images is a fraction of a second, which
-	// this machine's neighbours can double: three times the per-core
+	// a shared machine's neighbours can double: three times the per-core
 	// table's rounds.
 	sb.rounds, sb.workers = 3*imgOpts.rounds, sourceWorkers
 	if o.quick {
@@ -194,7 +195,7 @@ func (sb *sourceBench) run(o *options, p *peer, ib *imageBench) error {
 	for e := range sb.rounds + 1 { // a warm-up epoch of each first
 		for i := range sources {
 			n := 0
-			t0, c0 := time.Now(), processCPU()
+			t0, c0 := time.Now(), cputime.Process()
 			for b, err := range loaders[i].Epoch(ctx, e) {
 				if err != nil {
 					return fmt.Errorf("%s: %w", sources[i].name, err)
@@ -203,7 +204,7 @@ func (sb *sourceBench) run(o *options, p *peer, ib *imageBench) error {
 			}
 			if e > 0 {
 				sb.rows[i].Seconds = append(sb.rows[i].Seconds, time.Since(t0).Seconds())
-				sb.rows[i].CPU = append(sb.rows[i].CPU, (processCPU() - c0).Seconds())
+				sb.rows[i].CPU = append(sb.rows[i].CPU, (cputime.Process() - c0).Seconds())
 			}
 			if i == 0 {
 				delivered = n

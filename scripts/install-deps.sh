@@ -10,7 +10,8 @@
 #   util-linux            setpriv, to test mlock as an unprivileged user
 #   libjpeg62-turbo       libjpeg-turbo, which vision loads at run time to decode JPEGs
 #   libjpeg62-turbo-dev   jpeglib.h, to check vision's hand-declared libjpeg ABI (make vet)
-#   libturbojpeg0         TurboJPEG, the decode-only baseline of the image bench
+#   libturbojpeg0         TurboJPEG: the encoder of shards write --resize, and the
+#                         decode-only baseline of the image bench
 #   mate-backgrounds      real photos: the ImageNet-like JPEG folder (scripts/make_imagenet_like.py)
 #   python3-pil           Pillow: the image scripts, the goldens, the image peer
 #   python3-torchvision   torchvision's transforms and ImageFolder, the image peer (skip: TB_NO_TORCH=1)
@@ -20,6 +21,10 @@
 #                         their Parquet files with (npm, into .cache/npm of the repository)
 #   azurite               Azure's Blob Storage emulator, for the shards tests of az:// URLs
 #                         (npm, into .cache/npm of the repository)
+#   js-tiktoken           a JavaScript tiktoken, the peer the corpus build tests check their
+#                         tokens against, and the bench's peer loop (npm, into .cache/npm)
+#   @huggingface/tokenizers  a JavaScript tokenizer.json reader, the peer for the corpus build
+#                         tests of Hugging Face tokenizers (npm, into .cache/npm)
 #   versitygw             a real S3 server for the shards tests and bench (go install, into $(go env GOPATH)/bin)
 #   fake-gcs-server       a Google Cloud Storage emulator, for the shards tests of gs:// URLs
 #                         (go install, into $(go env GOPATH)/bin)
@@ -90,17 +95,25 @@ go_install fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_SERVER_V
 # hyparquet: the JavaScript Parquet reader (no dependencies) that the shards
 # tests read their Parquet files back with, as a second, independent
 # reader; Azurite: the Azure Blob Storage emulator that internal/objtest
-# starts. They go into .cache/npm of the repository, where the tests look,
+# starts; js-tiktoken and @huggingface/tokenizers: the JavaScript
+# tokenizers that the corpus build tests (cmd/tensorbatch) compare their
+# tokens with, and js-tiktoken the bench's peer (scripts/peer_tokenize.js).
+# They go into .cache/npm of the repository, where the tests look,
 # in one npm install: npm removes what an earlier --no-save install put
 # there and a later one does not name.
 HYPARQUET_VERSION=1.33.0
 AZURITE_VERSION=3.37.0
+JS_TIKTOKEN_VERSION=1.0.21
+HF_TOKENIZERS_VERSION=0.2.0
 npm_prefix="$(cd "$(dirname "$0")/.." && pwd)/.cache/npm"
 npm_has() { grep -qs "\"version\": \"$2\"" "$npm_prefix/node_modules/$1/package.json"; }
-if npm_has hyparquet "$HYPARQUET_VERSION" && npm_has azurite "$AZURITE_VERSION"; then
-	echo "install-deps: hyparquet and azurite present"
+if npm_has hyparquet "$HYPARQUET_VERSION" && npm_has azurite "$AZURITE_VERSION" &&
+	npm_has js-tiktoken "$JS_TIKTOKEN_VERSION" && npm_has @huggingface/tokenizers "$HF_TOKENIZERS_VERSION"; then
+	echo "install-deps: hyparquet, azurite, js-tiktoken and @huggingface/tokenizers present"
 else
 	npm install --prefix "$npm_prefix" --no-save --no-audit --no-fund --loglevel=error \
-		"hyparquet@$HYPARQUET_VERSION" "azurite@$AZURITE_VERSION" >/dev/null
-	echo "install-deps: installed hyparquet $HYPARQUET_VERSION and azurite $AZURITE_VERSION into $npm_prefix"
+		"hyparquet@$HYPARQUET_VERSION" "azurite@$AZURITE_VERSION" \
+		"js-tiktoken@$JS_TIKTOKEN_VERSION" "@huggingface/tokenizers@$HF_TOKENIZERS_VERSION" >/dev/null
+	echo "install-deps: installed hyparquet $HYPARQUET_VERSION, azurite $AZURITE_VERSION," \
+		"js-tiktoken $JS_TIKTOKEN_VERSION and @huggingface/tokenizers $HF_TOKENIZERS_VERSION into $npm_prefix"
 fi

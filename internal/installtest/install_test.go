@@ -28,18 +28,22 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// readme returns the README's Install commands (the go get lines) and the
-// Quickstart program.
-func readme(t *testing.T) (gets [][]string, program string) {
+// readme returns the README's Install commands (the go get lines of
+// versions, and the go install lines) and the Quickstart program.
+func readme(t *testing.T) (gets, installs [][]string, program string) {
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	require.NoError(t, err)
 	text := string(data)
-	for _, m := range regexp.MustCompile(`(?m)^go get (\S+)`).FindAllStringSubmatch(text, -1) {
-		gets = append(gets, []string{"get", m[1]})
+	for _, m := range regexp.MustCompile(`(?m)^go (get|install) (\S+@\S+)`).FindAllStringSubmatch(text, -1) {
+		if m[1] == "get" {
+			gets = append(gets, []string{"get", m[2]})
+		} else {
+			installs = append(installs, []string{"install", m[2]})
+		}
 	}
 	m := regexp.MustCompile("(?s)```go\n(package main\n.*?)```").FindStringSubmatch(text)
 	require.NotNil(t, m, "the README has a complete program (package main) in a go block")
-	return gets, m[1]
+	return gets, installs, m[1]
 }
 
 // release is the version the local module proxy serves this checkout as:
@@ -98,7 +102,8 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 
 // TestInstallFromAnotherModule follows the README in a new module in a
 // temporary folder: the go get lines of Install, as written, then the
-// Quickstart program, run, and a program that uses each adapter, built.
+// Quickstart program, run, and a program that uses each adapter, built;
+// then the go install line of the command, which is run.
 // This repository's modules are not on the public proxy, so a file-system
 // proxy in front of it serves this checkout as version release (the
 // adapters resolve the core through their own go.mod, as a user's build
@@ -107,11 +112,15 @@ func TestInstallFromAnotherModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module from scratch")
 	}
+	if os.Getenv("CGO_ENABLED") == "0" {
+		t.Skip("the go commands it runs build as the user's would, with cgo: the run with cgo covers it")
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go command on PATH: %v", err)
 	}
-	gets, program := readme(t)
+	gets, installs, program := readme(t)
 	require.Len(t, gets, 3, "the core and two adapters")
+	require.Len(t, installs, 1, "the command")
 	var paths []string
 	for _, g := range gets {
 		path, _, _ := strings.Cut(g[1], "@")
@@ -124,7 +133,12 @@ func TestInstallFromAnotherModule(t *testing.T) {
 	if p := os.Getenv("GOPROXY"); p != "" && p != "off" {
 		upstream = p
 	}
-	env := []string{"GOPROXY=file://" + filepath.ToSlash(proxy) + "," + upstream, "GONOSUMDB=" + core}
+	// A module cache of the test's own: one a user's earlier run filled
+	// holds an older checkout as the same version, which go would use.
+	// The user's cache serves the other modules, as a proxy, offline.
+	userCache := strings.TrimSpace(goCmd(t, t.TempDir(), nil, "env", "GOMODCACHE"))
+	proxies := []string{"file://" + filepath.ToSlash(proxy), "file://" + filepath.ToSlash(filepath.Join(userCache, "cache", "download")), upstream}
+	env := []string{"GOPROXY=" + strings.Join(proxies, ","), "GONOSUMDB=" + core, "GOMODCACHE=" + t.TempDir(), "GOFLAGS=-modcacherw"}
 	dir := t.TempDir()
 	goCmd(t, dir, env, "mod", "init", "example.com/quickstart")
 	for _, g := range gets {
@@ -153,4 +167,13 @@ func main() {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(adapters), 0o644))
 	goCmd(t, dir, env, "mod", "tidy")
 	goCmd(t, dir, env, "build", "-o", os.DevNull, ".")
+
+	// The command installs, outside any module, and runs.
+	bin := t.TempDir()
+	for _, in := range installs {
+		goCmd(t, t.TempDir(), append(env, "GOBIN="+bin), in...)
+	}
+	help, err := exec.Command(filepath.Join(bin, "tensorbatch"), "shards", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", help)
+	assert.Contains(t, string(help), "verify")
 }
