@@ -47,7 +47,9 @@ type MegatronWriter struct {
 // prefix.bin, tokens of type dtype (collate.Uint8, Int8, Int16, Uint16,
 // Int32 or Int64; Megatron writes uint16 for a vocabulary of fewer than
 // 65500 tokens, int32 otherwise). Existing files of that name are
-// replaced when Close succeeds, not before.
+// replaced when Close succeeds, not before. A prefix that names a folder
+// ("dir/", "."), a folder that does not exist, and a folder where
+// prefix.idx or prefix.bin goes are errors.
 func NewMegatronWriter(prefix string, dtype collate.DType) (*MegatronWriter, error) {
 	return newMegatronWriter("corpus: MegatronWriter", prefix, dtype)
 }
@@ -58,12 +60,21 @@ func newMegatronWriter(op, prefix string, dtype collate.DType) (*MegatronWriter,
 		return nil, fmt.Errorf("%s: dtype %v, want uint8, int8, int16, uint16, int32 or int64", op, dtype)
 	}
 	dir, base := filepath.Split(prefix)
+	if base == "" || base == "." || base == ".." {
+		return nil, fmt.Errorf("%s: prefix %q names a folder; want a folder and the files' name, folder/name for folder/name.idx and folder/name.bin", op, prefix)
+	}
 	if dir == "" {
 		dir = "."
 	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", op, prefix, err)
+	}
+	if err := targetsAreFiles(op, prefix); err != nil {
+		return nil, err
+	}
 	bin, err := os.CreateTemp(dir, "."+base+".bin.tmp-*")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %s: %w", op, prefix, err)
 	}
 	return &MegatronWriter{
 		op: op, prefix: prefix, dtype: dtype, code: code, bin: bin,
@@ -214,24 +225,49 @@ func (w *MegatronWriter) finish() error {
 	if cerr := w.bin.Close(); err == nil {
 		err = cerr
 	}
-	w.bin = nil
+	w.bin = nil // Abort no longer removes it: from here, finish does
 	if err != nil {
+		os.Remove(binTmp)
 		return fmt.Errorf("%s: %s: %w", w.op, binTmp, err)
+	}
+	if err := targetsAreFiles(w.op, w.prefix); err != nil {
+		os.Remove(binTmp)
+		return err
 	}
 	idxTmp, err := w.writeIndex()
 	if err != nil {
+		os.Remove(binTmp)
 		return err
 	}
 	// The .bin first: a reader opens the .idx, and checks it against the
-	// .bin's size.
+	// .bin's size. Should the .idx not follow, the .bin renamed goes too:
+	// no PREFIX.bin of this writer stays without its PREFIX.idx.
+	renamed := false
 	for _, f := range [][2]string{{binTmp, w.prefix + ".bin"}, {idxTmp, w.prefix + ".idx"}} {
-		if err := os.Chmod(f[0], 0o644); err != nil {
+		err := os.Chmod(f[0], 0o644)
+		if err == nil {
+			err = os.Rename(f[0], f[1])
+		}
+		if err != nil {
 			os.Remove(idxTmp)
+			if renamed {
+				os.Remove(w.prefix + ".bin")
+			} else {
+				os.Remove(binTmp)
+			}
 			return fmt.Errorf("%s: %w", w.op, err)
 		}
-		if err := os.Rename(f[0], f[1]); err != nil {
-			os.Remove(idxTmp)
-			return fmt.Errorf("%s: %w", w.op, err)
+		renamed = true
+	}
+	return nil
+}
+
+// targetsAreFiles returns an error where prefix.idx or prefix.bin is a
+// folder, which the files written could not replace.
+func targetsAreFiles(op, prefix string) error {
+	for _, ext := range []string{".idx", ".bin"} {
+		if fi, err := os.Stat(prefix + ext); err == nil && fi.IsDir() {
+			return fmt.Errorf("%s: %s is a folder, not a file that the corpus may replace", op, prefix+ext)
 		}
 	}
 	return nil

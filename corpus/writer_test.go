@@ -194,3 +194,65 @@ func TestMegatronWriterAbort(t *testing.T) {
 	_, err = NewMegatronWriter(prefix, collate.Float32)
 	assert.ErrorContains(t, err, "dtype float32")
 }
+
+// A prefix that names a folder ("dir/", "."), which would write the
+// hidden files dir/.idx and dir/.bin, is refused; a prefix in a folder
+// that does not exist is an error naming the prefix, not a temporary
+// file.
+func TestMegatronWriterPrefix(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, prefix := range []string{dir + string(filepath.Separator), dir + string(filepath.Separator) + ".", ".", ".."} {
+		_, err := NewMegatronWriter(prefix, collate.Uint16)
+		require.Error(t, err, "%q", prefix)
+		assert.Contains(t, err.Error(), "names a folder", "%q", prefix)
+	}
+	assert.Empty(t, dirNames(t, dir))
+
+	missing := filepath.Join(dir, "missing", "c")
+	_, err := NewMegatronWriter(missing, collate.Uint16)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), missing+": ")
+	assert.Contains(t, err.Error(), "no such file or directory")
+	assert.NotContains(t, err.Error(), ".tmp-")
+}
+
+// A folder where PREFIX.idx or PREFIX.bin goes is refused when the
+// writer starts, before any token is written, and should one appear
+// before Close, Close fails leaving neither file of the writer (no
+// PREFIX.bin without its PREFIX.idx) and no temporary file.
+func TestMegatronWriterTargetIsAFolder(t *testing.T) {
+	t.Parallel()
+	for _, ext := range []string{".idx", ".bin"} {
+		dir := t.TempDir()
+		prefix := filepath.Join(dir, "c")
+		require.NoError(t, os.Mkdir(prefix+ext, 0o755))
+		_, err := NewMegatronWriter(prefix, collate.Uint16)
+		require.Error(t, err, ext)
+		assert.Contains(t, err.Error(), prefix+ext+" is a folder")
+		assert.Equal(t, []string{"c" + ext}, dirNames(t, dir))
+
+		require.NoError(t, os.Remove(prefix+ext))
+		w, err := NewMegatronWriter(prefix, collate.Uint16)
+		require.NoError(t, err)
+		require.NoError(t, w.Add([]int64{1, 2}))
+		require.NoError(t, os.Mkdir(prefix+ext, 0o755))
+		err = w.Close()
+		require.Error(t, err, ext)
+		assert.Contains(t, err.Error(), prefix+ext+" is a folder")
+		assert.Equal(t, []string{"c" + ext}, dirNames(t, dir), "only the folder")
+	}
+}
+
+// A Close that fails writing the .bin (a full disk: here its file is
+// closed under it) removes the temporary .bin too, not only the .idx.
+func TestMegatronWriterCloseFailureLeavesNoTemporaryFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := NewMegatronWriter(filepath.Join(dir, "c"), collate.Uint16)
+	require.NoError(t, err)
+	require.NoError(t, w.Add([]int64{1, 2, 3}))
+	require.NoError(t, w.bin.Close()) // the buffered tokens cannot be written
+	require.Error(t, w.Close())
+	assert.Empty(t, dirNames(t, dir))
+}

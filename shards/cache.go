@@ -511,7 +511,9 @@ func (c *cache) reserve(size int64) bool {
 	}
 	for _, de := range des {
 		n := de.Name()
-		if !isKey(n) || !de.Type().IsRegular() {
+		// A download in flight is counted by c.reserved, its file too once
+		// it is committed and until the download ends.
+		if !isKey(n) || !de.Type().IsRegular() || c.downloads[n] != nil {
 			continue
 		}
 		fi, err := de.Info()

@@ -600,3 +600,20 @@ func TestCacheReadAheadFollowsTheRanksOrder(t *testing.T) {
 	assert.Positive(t, st.ReadAheads)
 	assert.Positive(t, st.Hits, "shards read ahead are opened from the cache")
 }
+
+// A shard whose download has committed its file but not yet ended is
+// counted once, by its reservation, not again as a file: a download that
+// starts in that window finds its room (it was streamed, uncached, and
+// TestCacheIgnoresCrashLeftovers failed now and then).
+func TestCacheCountsACommittedDownloadOnce(t *testing.T) {
+	dir := t.TempDir()
+	c := newCache(dir, 300, 0, &Opener{})
+	defer c.close()
+	k0 := key("http://h/a.tar")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, k0), make([]byte, 200), 0o644))
+	c.downloads[k0] = &download{} // committed, not yet ended
+	c.reserved = 200
+	assert.True(t, c.reserve(100), "room: 200 bytes of a.tar (once) and 100 more fit in 300")
+	assert.FileExists(t, filepath.Join(dir, k0), "nothing evicted")
+	assert.Zero(t, c.evictions.Load())
+}

@@ -29,6 +29,14 @@ func isFolder(name string) bool {
 	return err == nil && loc.k == local && name != "" && os.IsPathSeparator(name[len(name)-1])
 }
 
+// isIndexName reports whether name is a shard list's: its base name ends
+// in ".json".
+func isIndexName(name string) bool {
+	base := name[strings.LastIndexAny(name, `/\`)+1:]
+	base, _, _ = strings.Cut(base, "?")
+	return strings.HasSuffix(strings.ToLower(base), ".json")
+}
+
 // isShardName reports whether a listed file is a shard: its name ends in
 // ".tar" or ".parquet" (any case).
 func isShardName(name string) bool {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/bits"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,8 +133,10 @@ func MaxMemberBytes(n int64) Option { return func(o *options) { o.maxMember = n 
 // the shards its shardlist.json names, which then also gives their
 // counts, and an error naming that URL where there is none; "/data/train/"
 // lists the local folder as S3 does. A folder with no shard is an error
-// naming it. Listing uses the Opener (see UseOpener) and happens here,
-// once, under ctx.
+// naming it. A name whose base ends in ".json" is a shard list (see
+// Index; ".../shardlist.json"), local or remote: the shards it names,
+// relative to its folder, with their counts. Listing uses the Opener (see
+// UseOpener) and happens here, once, under ctx.
 func New(ctx context.Context, pattern string, schema collate.Schema, decode DecodeFunc, opts ...Option) (*Source, error) {
 	expanded, err := Expand(pattern)
 	if err != nil {
@@ -143,10 +147,11 @@ func New(ctx context.Context, pattern string, schema collate.Schema, decode Deco
 		opt(&o)
 	}
 	names := expanded[:0:0]
-	var httpIndex []readIndex
-	var lists *cache // the cache, made early for the shard lists of HTTP folders
+	var indexes []readIndex
+	var lists *cache // the cache, made early for the shard lists read here
 	for _, name := range expanded {
-		if !isFolder(name) {
+		isList := isIndexName(name)
+		if !isFolder(name) && !isList {
 			names = append(names, name)
 			continue
 		}
@@ -155,25 +160,31 @@ func New(ctx context.Context, pattern string, schema collate.Schema, decode Deco
 			opts = append([]Option{UseOpener(o.opener), func(o *options) { o.ownOpener = true }}, opts...)
 		}
 		var listed []string
-		if loc, _ := parse(name); loc.k == viaHTTP {
-			index := name + "shardlist.json"
+		if loc, _ := parse(name); isList || loc.k == viaHTTP {
+			folder, index := name, name+"shardlist.json"
+			if isList {
+				folder, index = dir(name), name
+			}
 			if lists == nil && o.cacheSet && o.cacheDir != "" && o.cacheLimit > 0 {
 				lists = newCache(o.cacheDir, o.cacheLimit, 0, o.opener)
 			}
 			data, found, err := readList(ctx, o.opener, lists, index, true, nil)
-			if listed, err = listedShards(name, index, data, found, err); err != nil {
+			if err == nil && !found && isList {
+				return nil, fmt.Errorf("shards: %s: no such shard list: %w", name, fs.ErrNotExist)
+			}
+			if listed, err = listedShards(folder, index, data, found, err); err != nil {
 				return nil, err
 			}
-			httpIndex = append(httpIndex, readIndex{index, data})
+			indexes = append(indexes, readIndex{index, data})
 		} else if listed, err = List(ctx, o.opener, name); err != nil {
 			return nil, err
 		}
 		names = append(names, listed...)
 	}
-	if len(httpIndex) == 1 && len(expanded) == 1 && !o.indexSet {
+	if len(indexes) == 1 && len(expanded) == 1 && !o.indexSet {
 		// The list that named the shards gives their counts, wherever
 		// they live; it is not read again.
-		read := httpIndex[0]
+		read := indexes[0]
 		opts = append([]Option{IndexFile(read.name), func(o *options) { o.read = &read }}, opts...)
 	}
 	if lists != nil { // the Source's, which says once if it cannot be written
@@ -941,14 +952,21 @@ func remote(name string) bool {
 	return err == nil && loc.k != local
 }
 
-// dir returns name up to and including its last slash ("" for none).
-func dir(name string) string { return name[:strings.LastIndexByte(name, '/')+1] }
+// dir returns name up to and including its last slash, or a local
+// path's last separator on Windows ("" for none).
+func dir(name string) string {
+	i := strings.LastIndexByte(name, '/')
+	if filepath.Separator != '/' && !strings.Contains(name, "://") { // a local path on Windows
+		i = strings.LastIndexAny(name, `/\`)
+	}
+	return name[:i+1]
+}
 
 // resolve returns the name of a shard that the shard list index lists as
 // u: u itself when it is absolute (a URL, or a path from /), else u
 // relative to the list's folder.
 func resolve(index, u string) string {
-	if strings.Contains(u, "://") || strings.HasPrefix(u, "/") {
+	if strings.Contains(u, "://") || strings.HasPrefix(u, "/") || !strings.Contains(index, "://") && filepath.IsAbs(u) {
 		return u
 	}
 	return dir(index) + strings.TrimPrefix(u, "./")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -175,6 +176,45 @@ func TestSourceShardList(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bad.Shards(context.Background())
 	assert.ErrorContains(t, err, "bad.json: unexpected end of JSON input")
+}
+
+// TestSourceOfAShardList: New takes a shard list by its name, local or
+// remote, as the shards it names (relative to its folder, or absolute)
+// with their counts, read once; a missing list is fs.ErrNotExist.
+func TestSourceOfAShardList(t *testing.T) {
+	f := newFaultServer(t)
+	paths, _ := writeShards(t, f.dir, 5, 6)
+	sub := filepath.Join(f.dir, "lists")
+	require.NoError(t, os.MkdirAll(sub, 0o755))
+	l := Index{Kind: "wids-shard-index-v1", Version: 1, Shards: []IndexEntry{{URL: "../train-0001.tar", Samples: 6}, {URL: paths[0], Samples: 5}}}
+	data, err := json.Marshal(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "shards.json"), data, 0o644))
+	src, err := New(context.Background(), filepath.Join(sub, "shards.json"), testSchema, decodeTest)
+	require.NoError(t, err)
+	infos, err := src.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []engine.ShardInfo{{Name: sub + "/../train-0001.tar", Samples: 6}, {Name: paths[0], Samples: 5}}, infos)
+
+	l.Shards[1].URL = "train-0000.tar" // remote entries are relative to the list's URL
+	l.Shards[0].URL = "train-0001.tar"
+	data, err = json.Marshal(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "shardlist.json"), data, 0o644))
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	remote, err := New(context.Background(), f.URL+"/shardlist.json", testSchema, decodeTest, UseOpener(o))
+	require.NoError(t, err)
+	infos, err = remote.Shards(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []engine.ShardInfo{{Name: f.URL + "/train-0001.tar", Samples: 6}, {Name: f.URL + "/train-0000.tar", Samples: 5}}, infos)
+	assert.Equal(t, 1, strings.Count(strings.Join(f.requests(), "\n"), "/shardlist.json"), "the list is read once")
+
+	for _, name := range []string{filepath.Join(sub, "missing.json"), f.URL + "/missing.json"} {
+		_, err := New(context.Background(), name, testSchema, decodeTest, UseOpener(o))
+		assert.ErrorIs(t, err, fs.ErrNotExist, name)
+		assert.ErrorContains(t, err, "missing.json", name)
+	}
 }
 
 func fileSize(t *testing.T, p string) int64 {

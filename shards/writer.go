@@ -271,6 +271,9 @@ func (w *Writer) Close() (Index, error) {
 			return Index{}, err
 		}
 	}
+	if w.list.Shards == nil {
+		w.list.Shards = []IndexEntry{} // a list with no shard is [], not null, for Python's readers
+	}
 	data, err := json.MarshalIndent(w.list, "", "  ")
 	if err != nil {
 		return Index{}, err

@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -192,4 +193,20 @@ func TestPutRefusesWhatCannotBeWritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualError(t, w.Write("a", map[string][]byte{"cls": nil}), "shards: Writer: shard shard-000000.tar: no room")
 	require.NoError(t, w.Abort())
+}
+
+// A Writer closed with no sample lists no shard as an empty JSON array,
+// which Python's readers take the length of, not as null.
+func TestWriterCloseWithNoSample(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewWriter(dir, WriterConfig{})
+	require.NoError(t, err)
+	list, err := w.Close()
+	require.NoError(t, err)
+	assert.Empty(t, list.Shards)
+	data, err := os.ReadFile(filepath.Join(dir, "shardlist.json"))
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(data, &raw))
+	assert.Equal(t, []any{}, raw["shardlist"])
 }

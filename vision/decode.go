@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	_ "image/jpeg" // Go's decoders: the fallback, and PNG's only one
-	_ "image/png"
+	"image/jpeg" // Go's decoders: the fallback, and PNG's only one
+	"image/png"
+	"io"
 
-	_ "golang.org/x/image/bmp" // the rest of torchvision's IMG_EXTENSIONS
+	"golang.org/x/image/bmp" // the rest of torchvision's IMG_EXTENSIONS
 	"golang.org/x/image/tiff"
-	_ "golang.org/x/image/webp"
+	"golang.org/x/image/webp"
 
 	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
@@ -54,7 +55,25 @@ const (
 	formatWebP
 	formatPNM
 	formatTIFF
+	formatBMP
 )
+
+// goDecoders are Go's decoders of the formats vision reads, named here,
+// not found in image's registry: what a program links (image/gif, say)
+// must not change which files are images.
+var goDecoders = map[format]struct {
+	config func(io.Reader) (image.Config, error)
+	decode func(io.Reader) (image.Image, error)
+}{
+	formatJPEG: {jpeg.DecodeConfig, jpeg.Decode},
+	formatPNG:  {png.DecodeConfig, png.Decode},
+	formatWebP: {webp.DecodeConfig, webp.Decode},
+	// Straight from an io.ReaderAt (bytes.Reader): given a plain Reader,
+	// Go's TIFF decoder buffers the file up to any offset an IFD names,
+	// allocating gigabytes for a tiny file.
+	formatTIFF: {tiff.DecodeConfig, tiff.Decode},
+	formatBMP:  {bmp.DecodeConfig, bmp.Decode},
+}
 
 func sniff(data []byte) format {
 	switch {
@@ -68,8 +87,33 @@ func sniff(data []byte) format {
 		return formatPNM
 	case len(data) >= 4 && (string(data[:4]) == "II*\x00" || string(data[:4]) == "MM\x00*"):
 		return formatTIFF
+	case len(data) >= 10 && string(data[:2]) == "BM" && string(data[6:10]) == "\x00\x00\x00\x00": // as image registers BMP
+		return formatBMP
 	}
 	return formatOther
+}
+
+// ImageFormat returns the file extension of the format of data, by its
+// first bytes, when it is one vision reads: "jpg", "png", "webp", "tif",
+// "bmp", or "pbm", "pgm", "ppm"; "" for any other (a GIF, text). It is
+// the member a shard writer names an image by, which RecordImage then
+// takes it from.
+func ImageFormat(data []byte) string {
+	switch sniff(data) {
+	case formatJPEG:
+		return "jpg"
+	case formatPNG:
+		return "png"
+	case formatWebP:
+		return "webp"
+	case formatTIFF:
+		return "tif"
+	case formatBMP:
+		return "bmp"
+	case formatPNM:
+		return [...]string{"pbm", "pgm", "ppm"}[(data[1]-'1')%3]
+	}
+	return ""
 }
 
 // jpegHeader is what the frame header (SOFn) of a JPEG says.
@@ -153,19 +197,15 @@ func imageSize(data []byte) (w, h int, err error) {
 		hd, err := parsePNM(data)
 		return hd.w, hd.h, err
 	}
-	var cfg image.Config
-	if sniff(data) == formatTIFF {
-		// Straight from an io.ReaderAt: through image.DecodeConfig's
-		// bufio.Reader, Go's TIFF decoder buffers the file up to any
-		// offset an IFD names, allocating gigabytes for a tiny file.
-		cfg, err = tiff.DecodeConfig(bytes.NewReader(data))
-	} else {
-		cfg, _, err = image.DecodeConfig(bytes.NewReader(data))
+	d, ok := goDecoders[sniff(data)]
+	switch {
+	case !ok && bytes.HasPrefix(data, []byte{0xff, 0xd8}): // a JPEG's SOI, cut before its first marker
+		return 0, 0, fmt.Errorf("%w: %d bytes of a JPEG", ErrCorrupt, len(data))
+	case !ok:
+		return 0, 0, ErrNotImage
 	}
+	cfg, err := d.config(bytes.NewReader(data))
 	if err != nil {
-		if errors.Is(err, image.ErrFormat) {
-			return 0, 0, ErrNotImage
-		}
 		return 0, 0, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return cfg.Width, cfg.Height, nil
@@ -190,16 +230,8 @@ func decodeGo(data []byte, limit int64) (image.Image, error) {
 		hd, _ := parsePNM(data)
 		return decodePNM(data, hd)
 	}
-	var img image.Image
-	if sniff(data) == formatTIFF {
-		img, err = tiff.Decode(bytes.NewReader(data)) // an io.ReaderAt, as in imageSize
-	} else {
-		img, _, err = image.Decode(bytes.NewReader(data))
-	}
+	img, err := goDecoders[sniff(data)].decode(bytes.NewReader(data)) // imageSize found the format
 	if err != nil {
-		if errors.Is(err, image.ErrFormat) {
-			return nil, ErrNotImage
-		}
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {

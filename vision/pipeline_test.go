@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
+	"image/gif"
 	"image/jpeg"
 	"io/fs"
 	"math"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/image/bmp"
 
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
@@ -250,6 +253,48 @@ func TestPipelineCheck(t *testing.T) {
 		assert.Error(t, p.Decode(bad, nil, dst), "Decode refuses what Check refuses")
 		assert.True(t, strings.HasPrefix(err.Error(), "vision: ") && !strings.HasPrefix(err.Error(), "vision: vision: "), err.Error())
 	}
+}
+
+// The formats vision reads are its own list, not image's registry: a
+// GIF is not an image to Check, Decode or Shrink even in a program that
+// links image/gif (as this test does, and as the tensorbatch command does
+// through its plotting library), so a file's fate does not depend on the
+// program that reads it. A BMP, on the list, is.
+func TestFormatsDoNotDependOnTheProgram(t *testing.T) {
+	img := image.NewPaletted(image.Rect(0, 0, 8, 8), color.Palette{color.Black, color.White})
+	var gifData bytes.Buffer
+	require.NoError(t, gif.Encode(&gifData, img, nil))
+	_, _, err := image.Decode(bytes.NewReader(gifData.Bytes()))
+	require.NoError(t, err, "image/gif is linked here")
+	p, err := vision.NewPipeline(vision.Eval(8))
+	require.NoError(t, err)
+	defer p.Close()
+	assert.ErrorIs(t, p.Check(gifData.Bytes()), vision.ErrNotImage)
+	assert.ErrorIs(t, p.Decode(gifData.Bytes(), nil, make([]byte, 8*8*3*4)), vision.ErrNotImage)
+	_, _, _, err = p.Shrink(gifData.Bytes(), 4)
+	assert.ErrorIs(t, err, vision.ErrNotImage)
+
+	var bmpData bytes.Buffer
+	require.NoError(t, bmp.Encode(&bmpData, img))
+	assert.NoError(t, p.Check(bmpData.Bytes()))
+	assert.Empty(t, vision.ImageFormat(gifData.Bytes()))
+
+	// ImageFormat names each format vision reads as its files are named,
+	// whatever the bytes' file is called.
+	files, err := filepath.Glob(filepath.Join("testdata", "*.*"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		ext := strings.TrimPrefix(filepath.Ext(f), ".")
+		if ext == "golden" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Equal(t, ext, vision.ImageFormat(data), f)
+		n++
+	}
+	assert.Greater(t, n, 20)
 }
 
 // ShrinkJPEG encodes Shrink's pixels as a JPEG of the quality asked, by

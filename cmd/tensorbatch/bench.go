@@ -46,11 +46,11 @@ or tokens) a second, the CPU time a sample (all the process's threads:
 decoding, copying, the loader) and the fraction of the time the training
 loop waited for data. DATA is:
   - an image folder in ImageFolder layout, decoded with --transform;
-  - WebDataset or Parquet shards (a pattern, a folder ending in "/", a
-    shardlist.json), their --image and --label members decoded with
-    --transform;
-  - a Megatron-LM corpus (PREFIX of PREFIX.idx and PREFIX.bin), in
-    sequences of --seq-len tokens;
+  - WebDataset or Parquet shards (a pattern, a folder that holds them,
+    a remote one ending in "/", a shardlist.json), their --image and
+    --label members decoded with --transform;
+  - a Megatron-LM corpus (PREFIX of PREFIX.idx and PREFIX.bin, or either
+    file), in sequences of --seq-len tokens;
   - a token file (nanoGPT's train.bin, uint16 tokens), in sequences of
     --seq-len tokens.
 --step simulates a training step of that long a batch (the loop sleeps),
@@ -98,6 +98,14 @@ type benchData struct {
 
 func bench(cmd *cobra.Command, data string, o benchOpts) error {
 	ctx := cmd.Context()
+	switch {
+	case o.batches < 1:
+		return usagef("--batches is %d, want >= 1", o.batches)
+	case o.batch < 0:
+		return usagef("--batch-size is %d, want >= 1 (0: the default)", o.batch)
+	case o.seqLen < 1:
+		return usagef("--seq-len is %d, want >= 1", o.seqLen)
+	}
 	d, err := benchSource(data, o)
 	if err != nil {
 		return err
@@ -169,7 +177,14 @@ func benchSource(data string, o benchOpts) (benchData, error) {
 	if err != nil {
 		return benchData{}, err
 	}
-	if st, err := os.Stat(data + ".idx"); err == nil && st.Mode().IsRegular() {
+	// A Megatron corpus named by its .bin or .idx is the corpus, not a
+	// token file.
+	if p, ok := strings.CutSuffix(data, ".bin"); ok && isFile(p+".idx") {
+		data = p
+	} else if p, ok := strings.CutSuffix(data, ".idx"); ok && isFile(data) {
+		data = p
+	}
+	if isFile(data + ".idx") {
 		return benchData{kind: "megatron", tokens: o.seqLen, open: func(context.Context) (engine.Dataset, func(), error) {
 			d, err := corpus.Megatron(data, corpus.MegatronConfig{SeqLength: o.seqLen, Seed: 1})
 			if err != nil {
@@ -178,14 +193,19 @@ func benchSource(data string, o benchOpts) (benchData, error) {
 			return d, func() { d.Close() }, nil
 		}}, nil
 	}
-	if st, err := os.Stat(data); err == nil && st.IsDir() && !strings.HasSuffix(data, "/") {
-		return benchData{kind: "images", open: func(context.Context) (engine.Dataset, func(), error) {
-			d, err := vision.ImageFolder(data, t)
-			if err != nil {
-				return nil, nil, err
-			}
-			return d, func() { d.Close() }, nil
-		}}, nil
+	// A local folder is shards where it holds some, with or without its
+	// "/" (which a shell's completion adds), else an ImageFolder.
+	if st, err := os.Stat(data); err == nil && st.IsDir() {
+		if !holdsShards(data) {
+			return benchData{kind: "images", open: func(context.Context) (engine.Dataset, func(), error) {
+				d, err := vision.ImageFolder(data, t)
+				if err != nil {
+					return nil, nil, err
+				}
+				return d, func() { d.Close() }, nil
+			}}, nil
+		}
+		data = strings.TrimSuffix(data, "/") + "/"
 	}
 	if st, err := os.Stat(data); err == nil && st.Mode().IsRegular() && strings.HasSuffix(data, ".bin") {
 		return benchData{kind: "tokens", tokens: o.seqLen + 1, open: func(context.Context) (engine.Dataset, func(), error) {
@@ -201,12 +221,7 @@ func benchSource(data string, o benchOpts) (benchData, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		var src *shards.Source
-		if strings.HasSuffix(data, ".json") {
-			src, err = fromList(ctx, data, p.Schema(), p.Record(o.image, o.label))
-		} else {
-			src, err = shards.New(ctx, data, p.Schema(), p.Record(o.image, o.label))
-		}
+		src, err := shards.New(ctx, data, p.Schema(), p.Record(o.image, o.label))
 		if err != nil {
 			p.Close()
 			return nil, nil, err
@@ -219,6 +234,25 @@ func benchSource(data string, o benchOpts) (benchData, error) {
 		}
 		return ds, func() { src.Close(); p.Close() }, nil
 	}}, nil
+}
+
+// isFile reports whether name is a regular file.
+func isFile(name string) bool {
+	st, err := os.Stat(name)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// holdsShards reports whether the folder dir has a shard (a .tar or
+// .parquet file) directly in it, as shards.List lists a folder.
+func holdsShards(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		n := strings.ToLower(e.Name())
+		if strings.HasSuffix(n, ".tar") || strings.HasSuffix(n, ".parquet") {
+			return true
+		}
+	}
+	return false
 }
 
 // parseTransform reads train224, eval224, trainN, evalN and a mode.

@@ -82,3 +82,39 @@ func TestBenchEachKindOfData(t *testing.T) {
 	code, _, stderr = tb(t, ctx, "bench", root, "--transform", "crop224")
 	assert.Equal(t, 2, code, stderr)
 }
+
+// bench reads a local folder of shards as shards and an ImageFolder as
+// images, with or without the "/" a shell's completion adds, and a
+// Megatron corpus named by its .bin as the corpus, not a token file; a
+// --batches, --batch-size or --seq-len that cannot be run is a usage
+// error, not a row of NaNs or a JSON encoding error.
+func TestBenchTellsDataApart(t *testing.T) {
+	ctx := context.Background()
+	root, _ := imageFolder(t, 2, 6)
+	shardsDir := t.TempDir()
+	code, _, stderr := tb(t, ctx, "shards", "write", root, "--out", shardsDir, "--shard-size", "20KiB")
+	require.Equal(t, 0, code, stderr)
+	prefix := filepath.Join(t.TempDir(), "web_text_document")
+	docs := make([][]int64, 20)
+	for i := range docs {
+		docs[i] = make([]int64, 40+i)
+	}
+	require.NoError(t, corpus.WriteMegatron(prefix, collate.Int32, docs))
+	run := []string{"--workers", "1", "--autotune=false", "--batch-size", "2", "--batches", "2", "--transform", "eval32", "--seq-len", "8", "--json"}
+	for data, kind := range map[string]string{
+		root: "images", root + "/": "images",
+		shardsDir: "shards", shardsDir + "/": "shards",
+		prefix: "megatron", prefix + ".bin": "megatron",
+	} {
+		code, stdout, stderr := tb(t, ctx, append([]string{"bench", data}, run...)...)
+		require.Equal(t, 0, code, "%s: %s", data, stderr)
+		var out struct{ Kind string }
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+		assert.Equal(t, kind, out.Kind, data)
+	}
+	for _, flag := range [][]string{{"--batches", "0"}, {"--batches", "-1"}, {"--batch-size", "-1"}, {"--seq-len", "0"}} {
+		code, stdout, stderr := tb(t, ctx, append(append([]string{"bench", root}, run...), flag...)...)
+		assert.Equal(t, 2, code, "%v: %s%s", flag, stdout, stderr)
+		assert.Contains(t, stderr, flag[0])
+	}
+}

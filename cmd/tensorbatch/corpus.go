@@ -60,9 +60,11 @@ Input: JSONL files, plain, gzip or zstd (found by their first bytes, whatever
 their names), or - for standard input. Each line is one JSON object, and one
 document: the string under --json-key (default "text"); a list of strings
 there is a document of that many sequences, as Megatron reads one. Blank
-lines are skipped. A line that is not a JSON object, lacks the key, or holds
-something other than a string there is an error naming the file and the line,
-unless --skip-bad: then it is left out, counted and listed in the summary.
+lines are skipped, and a UTF-8 byte order mark before a line's JSON is
+ignored; bytes that are not UTF-8 become U+FFFD. A line that is not a JSON
+object, lacks the key, or holds something other than a string there is an
+error naming the file and the line, unless --skip-bad: then it is left out,
+counted and listed in the summary.
 
 Output: one document per JSON line, in input order (document d of the corpus
 is the d-th document line of the files, in the order given). A document is
@@ -73,9 +75,10 @@ own, the document spanning them all, as Megatron's --split-sentences
 document of none is kept, empty, as Megatron keeps it. --append-eod appends
 the end-of-document token to the last sequence of each document that has a
 token: the tokenizer's end-of-text (<|endoftext|>, or for a tokenizer.json
-the first of <|endoftext|>, <|end_of_text|>, </s>, <eos> it has), or --eod ID.
-The token type is uint16 where the vocabulary has fewer than 65500 tokens,
-else int32, as Megatron picks it, unless --dtype says.
+the first of <|endoftext|>, <|end_of_text|>, </s>, <eos> it has), or --eod ID,
+a token of the tokenizer. The token type is uint16 where the vocabulary has
+fewer than 65500 tokens, else int32, as Megatron picks it, unless --dtype
+says.
 
 Tokenizers: the tiktoken encodings r50k_base (GPT-2), p50k_base, cl100k_base
 and o200k_base, embedded (no download), encoded as tiktoken's encode_ordinary
@@ -85,8 +88,9 @@ does with add_special_tokens=False (added tokens in the text become their
 ids, and no BOS is added). ` + hfTokenizerDoc + `
 
 All cores tokenize (--workers); the output is the same, byte for byte, for
-any --workers. Memory holds a window of documents and 4 bytes a sequence,
-not the corpus. The files are written under temporary names and renamed at
+any --workers. Memory holds a window of documents, 4 bytes a sequence and
+8 a document, not the corpus; tokenizing a line takes some 40 to 110 bytes
+a byte of its text. The files are written under temporary names and renamed at
 the end: Ctrl-C or an error leaves no PREFIX.idx or PREFIX.bin, and no
 temporary file.`,
 		Example: `  # GPT-2 tokens, an EOD after each document, from compressed shards
@@ -140,13 +144,17 @@ const maxBadListed = 20
 // chunkLines lines), the unit a worker tokenizes; about window chunks a
 // worker are in flight, read or tokenized and waiting for their turn to
 // be written (the memory of the build: each chunk's text and its
-// tokens); a line longer than maxLineBytes is an error.
+// tokens).
 const (
-	chunkBytes   = 1 << 20
-	chunkLines   = 4096
-	window       = 2
-	maxLineBytes = 1 << 30
+	chunkBytes = 1 << 20
+	chunkLines = 4096
+	window     = 2
 )
+
+// maxLineBytes bounds a line: tokenizing one takes 40 to 110 bytes of
+// memory a byte of its text, so a 32 MiB document may take 3.5 GB. A
+// longer line is an error naming it. (A variable for the tests.)
+var maxLineBytes = 32 << 20
 
 // chunk is consecutive lines of one input, tokenized by one worker.
 type chunk struct {
@@ -206,6 +214,9 @@ func runBuild(cmd *cobra.Command, inputs []string, o buildOptions) error {
 		if o.eod < 0 || o.eod >= int64(tok.VocabSize()) {
 			return usagef("corpus build: --eod %d, outside %s's vocabulary of %d tokens", o.eod, tok.Name(), tok.VocabSize())
 		}
+		if _, err := tok.Decode([]int64{o.eod}); err != nil {
+			return usagef("corpus build: --eod %d: no token of %s has that id", o.eod, tok.Name())
+		}
 		eod = &o.eod
 	} else if o.appendEOD {
 		id, _, ok := tok.EOD()
@@ -248,10 +259,13 @@ func runBuild(cmd *cobra.Command, inputs []string, o buildOptions) error {
 	order := make(chan *chunk, window*o.workers)
 	work := make(chan *chunk, window*o.workers)
 	var read atomic.Int64
-	g.Go(func() error {
+	// The reader is not in g: on Ctrl-C, a read of standard input may
+	// block until its writer ends it, and nothing may wait for that.
+	readErr := make(chan error, 1)
+	go func() {
 		defer close(order)
 		defer close(work)
-		return readInputs(gctx, cmd.InOrStdin(), inputs, &read, func(c *chunk) error {
+		readErr <- readInputs(gctx, cmd.InOrStdin(), inputs, &read, func(c *chunk) error {
 			for _, ch := range []chan *chunk{order, work} {
 				select {
 				case ch <- c:
@@ -261,16 +275,20 @@ func runBuild(cmd *cobra.Command, inputs []string, o buildOptions) error {
 			}
 			return nil
 		})
-	})
+	}()
 	for range o.workers {
 		g.Go(func() error {
-			for c := range work {
-				if gctx.Err() != nil {
-					continue // stopping: drain, do not tokenize
+			for {
+				select {
+				case c, ok := <-work:
+					if !ok {
+						return nil
+					}
+					c.res <- tokenizeChunk(c, tok, o, eod)
+				case <-gctx.Done():
+					return nil // stopping: do not tokenize
 				}
-				c.res <- tokenizeChunk(c, tok, o, eod)
 			}
-			return nil
 		})
 	}
 
@@ -282,9 +300,19 @@ func runBuild(cmd *cobra.Command, inputs []string, o buildOptions) error {
 	werr := func() error {
 		var seqs [][]int64
 		var shown int64
-		for c := range order {
+		for {
 			if err := gctx.Err(); err != nil {
-				return err
+				return err // a select below may pick a ready chunk over Done
+			}
+			var c *chunk
+			select {
+			case next, ok := <-order:
+				if !ok {
+					return nil
+				}
+				c = next
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			var r *chunkResult
 			select {
@@ -321,15 +349,21 @@ func runBuild(cmd *cobra.Command, inputs []string, o buildOptions) error {
 				hook()
 			}
 		}
-		return nil
 	}()
 	cancel()
 	gerr := g.Wait()
+	var rerr error
+	select {
+	case rerr = <-readErr:
+	case <-ctx.Done(): // interrupted: do not wait for a blocked read (see readErr)
+	}
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // interrupted: the deferred Abort removes the files
 	case werr != nil && !errors.Is(werr, context.Canceled):
 		return werr
+	case rerr != nil && !errors.Is(rerr, context.Canceled):
+		return rerr
 	case gerr != nil:
 		return gerr
 	}
@@ -492,10 +526,12 @@ func decompress(name string, r *bufio.Reader) (io.Reader, func(), error) {
 	case has(0x1f, 0x8b):
 		z, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: gzip: %w", name, err)
+			return nil, nil, fmt.Errorf("%s: %w", name, err) // "gzip: invalid header"
 		}
 		return nameErrors{z, "gzip"}, func() { z.Close() }, nil
-	case has(0x28, 0xb5, 0x2f, 0xfd):
+	case has(0x28, 0xb5, 0x2f, 0xfd) || len(magic) >= 4 && magic[0]&0xf0 == 0x50 && has(magic[0], 0x2a, 0x4d, 0x18):
+		// a zstd frame, or a skippable frame (0x184D2A5?), which pzstd
+		// writes before each frame
 		z, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: zstd: %w", name, err)
@@ -521,7 +557,7 @@ type nameErrors struct {
 
 func (n nameErrors) Read(p []byte) (int, error) {
 	k, err := n.r.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && !strings.HasPrefix(err.Error(), n.what+": ") { // gzip's say so already
 		err = fmt.Errorf("%s: %w", n.what, err)
 	}
 	return k, err
@@ -532,7 +568,9 @@ func tokenizeChunk(c *chunk, tok textTokenizer, o buildOptions, eod *int64) *chu
 	r := &chunkResult{}
 	at := 0
 	for i, end := range c.ends {
-		raw := bytes.TrimSpace(c.data[at:end])
+		// A UTF-8 byte order mark before the JSON (a file saved with one,
+		// or such files concatenated) is not the line's.
+		raw := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(c.data[at:end]), utf8BOM))
 		at = end
 		if len(raw) == 0 {
 			continue // a blank line
@@ -575,6 +613,9 @@ func tokenizeChunk(c *chunk, tok textTokenizer, o buildOptions, eod *int64) *chu
 	}
 	return r
 }
+
+// utf8BOM is U+FEFF in UTF-8, the byte order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // documentTexts returns the texts of the document on a JSON line: the
 // string under key, or the strings of a list there; or why the line is
@@ -747,6 +788,9 @@ func runInspect(cmd *cobra.Command, prefix string, o inspectOptions) error {
 			Mean: float64(sum.Tokens) / float64(ndoc)}
 	}
 	if cmd.Flags().Changed("show") {
+		if ndoc == 0 {
+			return usagef("corpus inspect: --show %d: the corpus has no documents", o.show)
+		}
 		if o.show < 0 || o.show >= ndoc {
 			return usagef("corpus inspect: --show %d, want a document from 0 to %d", o.show, ndoc-1)
 		}

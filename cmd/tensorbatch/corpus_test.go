@@ -770,3 +770,179 @@ func TestCorpusHelp(t *testing.T) {
 	out := corpusMustRun(t, "corpus", "build", "--help")
 	assert.Contains(t, out, "byte-level BPE")
 }
+
+// A zstd file that opens with a skippable frame (pzstd writes one before
+// each frame) is zstd, named so or not; a UTF-8 byte order mark before a
+// line's JSON (a file saved with one, or such files concatenated) is
+// left out: each corpus is the plain file's, byte for byte.
+func TestCorpusBuildSkippableFrameAndBOM(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	texts := corpusGeneratedTexts(300)
+	plain := filepath.Join(dir, "docs.jsonl")
+	corpusWriteJSONL(t, plain, "text", "", texts)
+	data, err := os.ReadFile(plain)
+	require.NoError(t, err)
+
+	skippable := func(payload string) []byte { // magic 0x184D2A50, size, payload
+		return append([]byte{0x50, 0x2a, 0x4d, 0x18, byte(len(payload)), 0, 0, 0}, payload...)
+	}
+	frame := func(b []byte) []byte {
+		var out bytes.Buffer
+		z, err := zstd.NewWriter(&out)
+		require.NoError(t, err)
+		_, err = z.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, z.Close())
+		return out.Bytes()
+	}
+	half := bytes.IndexByte(data[len(data)/2:], '\n') + len(data)/2 + 1
+	pz := append(append(append(skippable("4567"), frame(data[:half])...), skippable("89ab")...), frame(data[half:])...)
+	bom := "\xef\xbb\xbf"
+	lines := strings.SplitAfter(string(data), "\n")
+	lines[0], lines[5] = bom+lines[0], bom+lines[5]
+	var gz bytes.Buffer
+	z := gzip.NewWriter(&gz)
+	_, err = z.Write([]byte(bom + string(data)))
+	require.NoError(t, err)
+	require.NoError(t, z.Close())
+	inputs := map[string][]byte{
+		"pzstd.jsonl.zst":  pz,
+		"pzstd-unnamed.jl": pz,
+		"bom.jsonl":        []byte(strings.Join(lines, "")),
+		"bom.jsonl.gz":     gz.Bytes(),
+	}
+	want := filepath.Join(dir, "want")
+	corpusMustRun(t, "corpus", "build", "--tokenizer", "r50k_base", "--out", want, plain)
+	for name, b := range inputs {
+		in := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(in, b, 0o644))
+		got := filepath.Join(dir, "got-"+name)
+		corpusMustRun(t, "corpus", "build", "--tokenizer", "r50k_base", "--out", got, in)
+		for _, ext := range []string{".idx", ".bin"} {
+			w, err := os.ReadFile(want + ext)
+			require.NoError(t, err)
+			g, err := os.ReadFile(got + ext)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(w, g), "%s%s differs from the plain file's", name, ext)
+		}
+	}
+}
+
+// --eod is a token of the tokenizer: a special token other than
+// end-of-text (cl100k_base's <|endofprompt|>) is one, and inspect
+// decodes it; an id in the vocabulary's range that no token has (a gap
+// between cl100k_base's or o200k_base's special tokens) is refused.
+func TestCorpusBuildEODIsAToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "docs.jsonl")
+	corpusWriteJSONL(t, in, "text", "", []string{"hello"})
+	for _, c := range []struct {
+		enc  string
+		eod  int64
+		text string
+	}{
+		{"cl100k_base", 100276, "<|endofprompt|>"},
+		{"cl100k_base", 100258, "<|fim_prefix|>"},
+		{"o200k_base", 200018, "<|endofprompt|>"},
+		{"r50k_base", 50256, "<|endoftext|>"},
+	} {
+		prefix := filepath.Join(dir, fmt.Sprint(c.enc, c.eod))
+		corpusMustRun(t, "corpus", "build", "--tokenizer", c.enc, "--eod", fmt.Sprint(c.eod), "--out", prefix, in)
+		var one inspectSummary
+		require.NoError(t, json.Unmarshal([]byte(corpusMustRun(t, "corpus", "inspect", prefix, "--json", "--show", "0", "--tokenizer", c.enc)), &one))
+		require.NotNil(t, one.Show.Text)
+		assert.Equal(t, "hello"+c.text, *one.Show.Text)
+	}
+	for _, c := range []struct {
+		enc string
+		eod int64
+	}{{"cl100k_base", 100256}, {"cl100k_base", 100270}, {"o200k_base", 200005}} {
+		prefix := filepath.Join(dir, "gap")
+		code, _, stderr := tb(t, context.Background(), "corpus", "build", "--tokenizer", c.enc, "--eod", fmt.Sprint(c.eod), "--out", prefix, in)
+		assert.Equal(t, 2, code, "%s --eod %d: %s", c.enc, c.eod, stderr)
+		assert.Contains(t, stderr, fmt.Sprintf("--eod %d: no token of %s has that id", c.eod, c.enc))
+		assert.NoFileExists(t, prefix+".idx")
+	}
+}
+
+// --show on a corpus of no documents (an empty input) says so.
+func TestCorpusInspectShowEmpty(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(in, []byte("\n\n"), 0o644))
+	prefix := filepath.Join(dir, "c")
+	corpusMustRun(t, "corpus", "build", "--tokenizer", "r50k_base", "--out", prefix, in)
+	assert.Contains(t, corpusMustRun(t, "corpus", "inspect", prefix), "documents  0\n")
+	code, _, stderr := tb(t, context.Background(), "corpus", "inspect", prefix, "--show", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--show 0: the corpus has no documents")
+}
+
+// corpusJSTiktokenWhiteSpace is corpusJSTiktoken with tiktoken's white
+// space: the patterns' \s and \S as Rust's regex (which tiktoken runs)
+// has them, Unicode's White_Space (U+0085 in, U+FEFF out), where
+// JavaScript's \s adds U+FEFF and leaves out U+0085.
+const corpusJSTiktokenWhiteSpace = `
+import { Tiktoken } from 'js-tiktoken/lite'
+import fs from 'fs'
+const { encodings, texts } = JSON.parse(fs.readFileSync(process.argv[1]))
+const W = '\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000'
+const out = {}
+for (const e of encodings) {
+  const ranks = (await import('js-tiktoken/ranks/' + e)).default
+  const pat = ranks.pat_str.replaceAll('\\S', '[^' + W + ']').replaceAll('[^\\s', '[^' + W).replaceAll('\\s', '[' + W + ']')
+  const enc = new Tiktoken({ ...ranks, pat_str: pat })
+  out[e] = texts.map(t => enc.encode(t, [], []))
+}
+console.log(JSON.stringify(out))
+`
+
+// White space is tiktoken's (Unicode's White_Space, as Rust's regex has
+// \s): a byte order mark inside the text (U+FEFF) is not white space and
+// NEL (U+0085) is, where js-tiktoken, on JavaScript's \s, has it the
+// other way round; every other Unicode space and the format characters
+// near them are checked too. The tokens equal js-tiktoken's with its
+// patterns' \s made White_Space.
+func TestCorpusBuildTiktokenWhiteSpace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the js-tiktoken peer: slow; go test without -short runs it")
+	}
+	t.Parallel()
+	spaces := []string{"\ufeff", "\u0085", "\u00a0", "\u1680", "\u2000", "\u200a", "\u200b", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\u180e", "\x0b", "\x0c", "\x1c", "\x1f"}
+	var texts []string
+	for _, s := range spaces {
+		texts = append(texts, "a"+s+"b", "x "+s+"1", s+s+" y", "end"+s, "it"+s+"'s", "q"+s+s+s+"\n z", "<"+s+">")
+	}
+	encodings := tiktokenNames()
+	var js map[string][][]int64
+	corpusNode(t, corpusJSTiktokenWhiteSpace, map[string]any{"encodings": encodings, "texts": texts}, &js, "js-tiktoken")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "docs.jsonl")
+	corpusWriteJSONL(t, in, "text", "", texts)
+	for _, enc := range encodings {
+		prefix := filepath.Join(dir, enc)
+		corpusMustRun(t, "corpus", "build", "--tokenizer", enc, "--out", prefix, in)
+		got := corpusNumpyRead(t, prefix).docs()
+		require.Len(t, got, len(texts))
+		for i := range texts {
+			assert.Equal(t, js[enc][i], got[i], "%s, document %d: %q", enc, i, texts[i])
+		}
+	}
+}
+
+// A line longer than maxLineBytes is an error naming its file and line,
+// before it is tokenized (its memory would be some 100 times its size).
+func TestCorpusBuildLineTooLong(t *testing.T) {
+	defer func(n int) { maxLineBytes = n }(maxLineBytes)
+	maxLineBytes = 1 << 10
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	corpusWriteJSONL(t, in, "text", "", []string{"short", strings.Repeat("word ", 300), "after"})
+	code, _, stderr := tb(t, context.Background(), "corpus", "build", "--tokenizer", "r50k_base", "--out", filepath.Join(dir, "c"), in)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, in+":2: a line of more than 1024 bytes")
+	assert.NoFileExists(t, filepath.Join(dir, "c.bin"))
+}

@@ -40,17 +40,20 @@ type textTokenizer interface {
 
 // tiktokenEncodings are the embedded tiktoken encodings: their ranks
 // (tiktoken-go's), split pattern (tiktoken's), vocabulary size (n_vocab,
-// special tokens included) and end-of-text token.
+// special tokens included), end-of-text token and special tokens (as
+// tiktoken_ext/openai_public.py has them; ids between them, such as
+// cl100k_base's 100256 and 100261-100275, are no token).
 var tiktokenEncodings = map[string]struct {
-	enc     tokenizer.Encoding
-	pattern string
-	vocab   int
-	eod     int64
+	enc      tokenizer.Encoding
+	pattern  string
+	vocab    int
+	eod      int64
+	specials map[int64]string
 }{
-	"r50k_base":   {tokenizer.R50kBase, gpt2Pattern, 50257, 50256},
-	"p50k_base":   {tokenizer.P50kBase, gpt2Pattern, 50281, 50256},
-	"cl100k_base": {tokenizer.Cl100kBase, cl100kPattern, 100277, 100257},
-	"o200k_base":  {tokenizer.O200kBase, o200kPattern, 200019, 199999},
+	"r50k_base":   {tokenizer.R50kBase, gpt2Pattern, 50257, 50256, map[int64]string{50256: "<|endoftext|>"}},
+	"p50k_base":   {tokenizer.P50kBase, gpt2Pattern, 50281, 50256, map[int64]string{50256: "<|endoftext|>"}},
+	"cl100k_base": {tokenizer.Cl100kBase, cl100kPattern, 100277, 100257, map[int64]string{100257: "<|endoftext|>", 100258: "<|fim_prefix|>", 100259: "<|fim_middle|>", 100260: "<|fim_suffix|>", 100276: "<|endofprompt|>"}},
+	"o200k_base":  {tokenizer.O200kBase, o200kPattern, 200019, 199999, map[int64]string{199999: "<|endoftext|>", 200018: "<|endofprompt|>"}},
 }
 
 // The split patterns of tiktoken's encodings (r50k_base and p50k_base
@@ -100,12 +103,13 @@ func compilePattern(expr string) (*regexp2.Regexp, error) {
 // byte_pair_merge: the adjacent pair whose bytes have the lowest rank
 // first.
 type tiktokenTokenizer struct {
-	name   string
-	re     *regexp2.Regexp
-	ranks  map[string]int
-	tokens []string // by id; "" where no token
-	vocab  int
-	eod    int64
+	name     string
+	re       *regexp2.Regexp
+	ranks    map[string]int
+	tokens   []string // by id; "" where no token
+	specials map[int64]string
+	vocab    int
+	eod      int64
 }
 
 // newTiktoken returns the tiktoken encoding of that name.
@@ -119,7 +123,7 @@ func newTiktoken(name string) (*tiktokenTokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tiktokenTokenizer{name: name, re: re, ranks: make(map[string]int, e.vocab), tokens: make([]string, e.vocab), vocab: e.vocab, eod: e.eod}
+	t := &tiktokenTokenizer{name: name, re: re, ranks: make(map[string]int, e.vocab), tokens: make([]string, e.vocab), vocab: e.vocab, eod: e.eod, specials: e.specials}
 	for id := range e.vocab {
 		if s, err := codec.Decode([]uint{uint(id)}); err == nil && s != "" {
 			t.ranks[s], t.tokens[id] = id, s
@@ -163,9 +167,10 @@ func (t *tiktokenTokenizer) Encode(dst []int64, text string) ([]int64, error) {
 func (t *tiktokenTokenizer) Decode(ids []int64) (string, error) {
 	var b strings.Builder
 	for _, id := range ids {
+		special, isSpecial := t.specials[id]
 		switch {
-		case id == t.eod:
-			b.WriteString("<|endoftext|>")
+		case isSpecial:
+			b.WriteString(special)
 		case id < 0 || id >= int64(len(t.tokens)) || t.tokens[id] == "":
 			return "", fmt.Errorf("token %d is not in %s", id, t.name)
 		default:

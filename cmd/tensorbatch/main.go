@@ -32,8 +32,10 @@ import (
 )
 
 func main() {
+	// The first Ctrl-C stops the work cleanly; a second, once the signal
+	// is let go, ends the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	context.AfterFunc(ctx, stop)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -83,7 +85,22 @@ loads on this machine.`,
 	root.PersistentFlags().Bool("json", false, "print JSON instead of text")
 	root.PersistentFlags().BoolP("verbose", "v", false, "log the loader's notes (decoder, backend) too")
 	root.AddCommand(newShardsCmd(), newCorpusCmd(), newBenchCmd())
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && !c.Runnable() {
+			c.Args, c.RunE = cobra.ArbitraryArgs, groupRun
+		}
+	}
 	return root
+}
+
+// groupRun runs a command group without its subcommand: its help, or,
+// for an unknown subcommand (which cobra would answer with the help and
+// exit status 0), a usage error.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return cmd.Help()
 }
 
 // usageError is a command line that does not parse or does not make
@@ -100,7 +117,9 @@ func isUsage(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"unknown flag", "unknown shorthand", "unknown command", "accepts ", "requires at least", "invalid argument", "flag needs an argument"} {
+	// cobra's and pflag's own words: "invalid argument" with the quote
+	// pflag puts after it, not EINVAL's "mkdir x: invalid argument".
+	for _, s := range []string{"unknown flag", "unknown shorthand", "unknown command", "accepts ", "requires at least", `invalid argument "`, "flag needs an argument", "required flag(s)"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,24 +28,24 @@ func newShardsCmd() *cobra.Command {
 		Long: `shards works on WebDataset tar and Parquet shards, local or remote. A
 SHARDS argument is what shards.New takes: a brace pattern
 ("train-{0000..0999}.tar"), a folder ("/data/train/",
-"s3://bucket/train/"), or a shard list (".../shardlist.json").`,
+"s3://bucket/train/"), or a shard list (".../shardlist.json": the shards
+it names, with its counts).`,
 	}
 	c.AddCommand(newShardsWriteCmd(), newShardsLsCmd(), newShardsInspectCmd(), newShardsVerifyCmd())
 	return c
 }
 
-// openShards returns the Source of arg (see newShardsCmd) with a schema
-// and decoder that do nothing, for reading records.
+// readSchema and readNothing are the schema and decoder of a Source read
+// for its records alone.
+var (
+	readSchema  = collate.Schema{{Name: "none", DType: collate.Uint8}}
+	readNothing = func(context.Context, engine.Record, *engine.Slot) error { return nil }
+)
+
+// openShards returns the Source of arg (see newShardsCmd), for reading
+// records, and its shards with their counts.
 func openShards(ctx context.Context, arg string) (*shards.Source, []engine.ShardInfo, error) {
-	schema := collate.Schema{{Name: "none", DType: collate.Uint8}}
-	nop := func(context.Context, engine.Record, *engine.Slot) error { return nil }
-	var src *shards.Source
-	var err error
-	if strings.HasSuffix(arg, ".json") {
-		src, err = fromList(ctx, arg, schema, nop)
-	} else {
-		src, err = shards.New(ctx, arg, schema, nop)
-	}
+	src, err := shards.New(ctx, arg, readSchema, readNothing)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,31 +57,27 @@ func openShards(ctx context.Context, arg string) (*shards.Source, []engine.Shard
 	return src, infos, nil
 }
 
-// fromList returns the Source of the shards a shard list names, with
-// their counts from it.
-func fromList(ctx context.Context, list string, schema collate.Schema, decode shards.DecodeFunc) (*shards.Source, error) {
-	o := &shards.Opener{}
-	data, found, err := o.ReadFile(ctx, list)
-	switch {
-	case err != nil:
-		return nil, err
-	case !found:
-		return nil, fmt.Errorf("%s: no such shard list", list)
-	}
-	var l shards.Index
-	if err := json.Unmarshal(data, &l); err != nil {
-		return nil, fmt.Errorf("%s: %w", list, err)
-	}
-	dir := list[:strings.LastIndexAny(list, `/\`)+1]
-	var names []string
-	for _, e := range l.Shards {
-		if strings.Contains(e.URL, "://") || strings.HasPrefix(e.URL, "/") {
-			names = append(names, e.URL)
-		} else {
-			names = append(names, dir+e.URL)
+// countEach counts the shards of src one by one, as Source.Shards does
+// for all of them, where that failed: the shards that fail are bad, the
+// others are read.
+func countEach(ctx context.Context, src *shards.Source) (infos []engine.ShardInfo, bad []badSample, err error) {
+	for _, name := range src.Names() {
+		one, err := shards.FromNames([]string{name}, readSchema, readNothing, shards.UseOpener(src.Opener()))
+		if err != nil {
+			return nil, nil, err
+		}
+		in, err := one.Shards(ctx)
+		one.Close()
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case err != nil:
+			bad = append(bad, badSample{Shard: name, Reason: err.Error()})
+		default:
+			infos = append(infos, in...)
 		}
 	}
-	return shards.FromNames(names, schema, decode, shards.UseOpener(o), shards.IndexFile(list))
+	return infos, bad, nil
 }
 
 func newShardsLsCmd() *cobra.Command {
@@ -306,11 +301,25 @@ cores by default.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, infos, err := openShards(ctx, args[0])
+			if workers < 1 {
+				return usagef("--workers is %d, want >= 1", workers)
+			}
+			src, err := shards.New(ctx, args[0], readSchema, readNothing)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
+			// A shard that cannot be counted is a bad shard: the others
+			// are still read.
+			var bad []badSample
+			infos, err := src.Shards(ctx)
+			if err != nil && ctx.Err() == nil {
+				infos, bad, err = countEach(ctx, src)
+			}
+			if err != nil {
+				return err
+			}
+			shardCount := len(infos) + len(bad)
 			check, err := newChecker(false)
 			if err != nil {
 				return err
@@ -318,7 +327,6 @@ cores by default.`,
 			defer check.Close()
 			bar := newProgress(cmd, totalSamples(infos), "samples", false)
 			var mu sync.Mutex
-			var bad []badSample
 			samples := 0
 			report := func(b badSample) {
 				mu.Lock()
@@ -358,7 +366,7 @@ cores by default.`,
 				Shards  int         `json:"shards"`
 				Samples int         `json:"samples"`
 				Bad     []badSample `json:"bad"`
-			}{len(infos), samples, bad}
+			}{shardCount, samples, bad}
 			if out.Bad == nil {
 				out.Bad = []badSample{}
 			}
@@ -370,7 +378,7 @@ cores by default.`,
 					}
 					fmt.Fprintf(w, "%s\t%s\t%s\n", b.Shard, key, b.Reason)
 				}
-				fmt.Fprintf(w, "%d samples in %d shards, %d bad\n", samples, len(infos), len(bad))
+				fmt.Fprintf(w, "%d samples in %d shards, %d bad\n", samples, shardCount, len(bad))
 				return nil
 			}); err != nil {
 				return err

@@ -7,19 +7,26 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
+	"image/gif"
 	"image/jpeg"
 	"image/png"
 	"io"
+	"io/fs"
+	"math"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -474,4 +481,321 @@ func TestShardsWriteToObjectStore(t *testing.T) {
 	code, stdout, stderr := tb(t, context.Background(), "shards", "verify", "s3://data/train/")
 	require.Equal(t, 0, code, stdout+stderr)
 	assert.Contains(t, stdout, "18 samples")
+}
+
+// A folder is read as every shard in it, so write refuses an --out that
+// holds shards (here more than this write would make, which would be
+// left beside its shardlist.json and read with them), and leaves them as
+// they are; a write into an empty folder of it goes on.
+func TestShardsWriteRefusesAnOutputWithShards(t *testing.T) {
+	ctx := context.Background()
+	root, _ := imageFolder(t, 2, 4)
+	out := t.TempDir()
+	code, _, stderr := tb(t, ctx, "shards", "write", root, "--out", out, "--shard-size", "1B")
+	require.Equal(t, 0, code, stderr)
+	before, err := filepath.Glob(filepath.Join(out, "*"))
+	require.NoError(t, err)
+	list, err := os.ReadFile(filepath.Join(out, "shardlist.json"))
+	require.NoError(t, err)
+
+	for _, args := range [][]string{{}, {"--format", "parquet"}, {"--prefix", "other"}} {
+		code, stdout, stderr := tb(t, ctx, append([]string{"shards", "write", root, "--out", out}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s%s", args, stdout, stderr)
+		assert.Contains(t, stderr, "already holds")
+		after, err := filepath.Glob(filepath.Join(out, "*"))
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "%v", args)
+		again, err := os.ReadFile(filepath.Join(out, "shardlist.json"))
+		require.NoError(t, err)
+		assert.Equal(t, string(list), string(again))
+	}
+	code, _, stderr = tb(t, ctx, "shards", "write", root, "--out", filepath.Join(out, "sub"))
+	assert.Equal(t, 0, code, stderr)
+}
+
+// The size --shard-size reads: a unit's multiple, at least a byte (less
+// would be 0, the Writer's default of 256 MiB) that an int64 holds.
+func TestParseBytes(t *testing.T) {
+	for s, want := range map[string]int64{"1": 1, "1.5KiB": 3 << 9, "256MiB": 256 << 20, " 2 GB": 2e9, "1B": 1} {
+		got, err := parseBytes(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, want, got, s)
+	}
+	for _, s := range []string{"0", "-1", "0.5", "0.5B", "Inf", "NaN", "1e30", "1e19GiB", "1mib", "MiB", ""} {
+		_, err := parseBytes(s)
+		assert.Error(t, err, s)
+		code, _, stderr := tb(t, context.Background(), "shards", "write", t.TempDir(), "--out", t.TempDir(), "--shard-size", s)
+		assert.Equal(t, 2, code, "%q: %s", s, stderr)
+		assert.Contains(t, stderr, "--shard-size")
+	}
+}
+
+// writeImage writes an image of w×h in format (jpeg, png or gif) to path.
+func writeImage(t *testing.T, path, format string, w, h int) {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 7)
+	}
+	var buf bytes.Buffer
+	switch format {
+	case "jpeg":
+		require.NoError(t, jpeg.Encode(&buf, img, nil))
+	case "png":
+		require.NoError(t, png.Encode(&buf, img))
+	case "gif":
+		require.NoError(t, gif.Encode(&buf, img, nil))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+}
+
+// An image is written as the member of its format, whatever its file is
+// called (no extension, another one, the wrong one), so the loader finds
+// it and a Parquet shard takes it; a GIF, which the loader does not read,
+// is left out.
+func TestShardsWriteNamesMembersByFormat(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeImage(t, filepath.Join(dir, "photo"), "jpeg", 30, 20)
+	writeImage(t, filepath.Join(dir, "x.jpg.bak"), "png", 20, 30)
+	writeImage(t, filepath.Join(dir, "p.jpg"), "png", 25, 25)
+	writeImage(t, filepath.Join(dir, "a.gif"), "gif", 25, 25)
+	list := filepath.Join(dir, "list.csv")
+	require.NoError(t, os.WriteFile(list, []byte("photo,0\nx.jpg.bak,1\np.jpg,2\na.gif,3\n"), 0o644))
+	for _, format := range []string{"tar", "parquet"} {
+		out := t.TempDir()
+		code, stdout, stderr := tb(t, ctx, "shards", "write", list, "--out", out, "--format", format, "--json")
+		require.Equal(t, 0, code, "%s: %s", format, stderr)
+		var res writeResult
+		require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		assert.Equal(t, 3, res.Samples, format)
+		require.Len(t, res.Bad, 1, format)
+		assert.Equal(t, filepath.Join(dir, "a.gif"), res.Bad[0].Path)
+		code, stdout, _ = tb(t, ctx, "shards", "inspect", out+"/", "--json")
+		require.Equal(t, 0, code)
+		var in struct {
+			Fields map[string]struct{ Count int }
+		}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+		assert.Equal(t, 1, in.Fields["jpg"].Count, format)
+		assert.Equal(t, 2, in.Fields["png"].Count, format)
+		code, stdout, _ = tb(t, ctx, "shards", "verify", out+"/", "--decode")
+		assert.Equal(t, 0, code, "%s: %s", format, stdout)
+	}
+}
+
+// A JSONL list reads as a CSV one does: relative paths from its folder,
+// integer labels as they are, names numbered in sorted order, a BOM
+// skipped; a negative label, or one that is neither an integer nor a
+// name, is an error naming its line, never a label the loader refuses
+// or 0.
+func TestShardsWriteJSONLLabels(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeImage(t, filepath.Join(dir, "imgs", "a.jpg"), "jpeg", 20, 20)
+	writeImage(t, filepath.Join(dir, "imgs", "b.png"), "png", 20, 20)
+	write := func(lines string) (int, writeResult, string) {
+		list := filepath.Join(dir, "list.jsonl")
+		require.NoError(t, os.WriteFile(list, []byte(lines), 0o644))
+		code, stdout, stderr := tb(t, ctx, "shards", "write", list, "--out", t.TempDir(), "--json")
+		var res writeResult
+		if code == 0 {
+			require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+		}
+		return code, res, stderr
+	}
+	code, res, stderr := write("\ufeff" + `{"path": "imgs/a.jpg", "label": 3}` + "\n" + `{"path": "imgs/b.png", "label": 0}` + "\n")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 2, res.Samples)
+	assert.Empty(t, res.Classes)
+	code, res, stderr = write(`{"path": "imgs/a.jpg", "label": "dog"}` + "\n" + `{"path": "imgs/b.png", "label": "cat"}` + "\n")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, []string{"cat", "dog"}, res.Classes)
+	for _, label := range []string{"-1", "null", "1.5", "true", `{"id": 1}`} {
+		code, _, stderr := write(`{"path": "imgs/a.jpg", "label": 0}` + "\n" + `{"path": "imgs/b.png", "label": ` + label + "}\n")
+		assert.Equal(t, 1, code, label)
+		assert.Contains(t, stderr, "list.jsonl:2", label)
+	}
+}
+
+// A write that leaves every image out, or lists none, fails (exit 1)
+// and leaves no shard list naming no shard.
+func TestShardsWriteNothingToWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "c"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c", "x.jpg"), []byte("not a jpeg"), 0o644))
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	for _, src := range []string{dir, empty} {
+		out := t.TempDir()
+		code, stdout, stderr := tb(t, ctx, "shards", "write", src, "--out", out)
+		assert.Equal(t, 1, code, "%s: %s", src, stdout)
+		assert.NotEmpty(t, stderr)
+		left, err := filepath.Glob(filepath.Join(out, "*"))
+		require.NoError(t, err)
+		assert.Empty(t, left, src)
+	}
+}
+
+// Command lines that cannot work exit 2 before any work, naming what is
+// wrong: a missing or empty --out, one that cannot be written (HTTP, a
+// scheme no store has), a --prefix with a folder in it, --workers below
+// 1 for verify (which hung at 0 and panicked below), an unknown
+// subcommand (which printed the help and exited 0), shards larger than
+// S3 takes. A file:// --out is that folder, not one called "file:".
+func TestShardsCommandLineErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1"} {
+		t.Setenv(k, v) // no store is reached
+	}
+	root, _ := imageFolder(t, 1, 2)
+	t.Chdir(t.TempDir()) // a mistaken relative folder would land here
+	shardsDir := t.TempDir()
+	code, _, stderr := tb(t, ctx, "shards", "write", root, "--out", shardsDir)
+	require.Equal(t, 0, code, stderr)
+	for _, args := range [][]string{
+		{"shards", "write", root},
+		{"shards", "write", root, "--out", ""},
+		{"shards", "write", root, "--out", "https://example.com/train/"},
+		{"shards", "write", root, "--out", "ftp://example.com/train/"},
+		{"shards", "write", root, "--out", t.TempDir(), "--prefix", "a/b"},
+		{"shards", "write", root, "--out", "s3://bucket/train/", "--shard-size", "5GiB"}, // not after a shard of 5 GiB
+		{"shards", "verify", shardsDir + "/", "--workers", "0"},
+		{"shards", "verify", shardsDir + "/", "--workers", "-1"},
+		{"shards", "wrte", root},
+	} {
+		code, stdout, stderr := tb(t, ctx, args...)
+		assert.Equal(t, 2, code, "%q: %s%s", args, stdout, stderr)
+		assert.Contains(t, stderr, "usage", "%q", args)
+	}
+	left, err := os.ReadDir(".")
+	require.NoError(t, err)
+	assert.Empty(t, left, "no folder made for a URL")
+
+	out := filepath.Join(t.TempDir(), "by url")
+	code, _, stderr = tb(t, ctx, "shards", "write", root, "--out", (&url.URL{Scheme: "file", Path: out}).String())
+	require.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(out, "shardlist.json"))
+	left, err = os.ReadDir(".")
+	require.NoError(t, err)
+	assert.Empty(t, left)
+
+	// An error of the system's that says "invalid argument" is not a
+	// usage error.
+	assert.False(t, isUsage(&fs.PathError{Op: "mkdir", Path: "x", Err: syscall.EINVAL}))
+}
+
+// inOrder hands results over in order and holds memory for its window,
+// not for n: a stream longer than any slice runs, and stops at done's
+// error.
+func TestInOrder(t *testing.T) {
+	stop := errors.New("stop")
+	var got []int
+	err := inOrder(context.Background(), math.MaxInt, 3, func(i int) (int, error) { return i * i, nil }, func(i, v int) error {
+		got = append(got, v)
+		if len(got) == 100 {
+			return stop
+		}
+		return nil
+	})
+	assert.ErrorIs(t, err, stop)
+	for i, v := range got {
+		assert.Equal(t, i*i, v)
+	}
+	got = nil
+	err = inOrder(context.Background(), 3, 64, func(i int) (int, error) { return i, nil }, func(_, v int) error {
+		got = append(got, v)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1, 2}, got)
+}
+
+// To an object store as to a folder: a prefix that holds shards already
+// is refused, before any work, and left as it is; a bucket's root
+// (s3://bucket/) is the bucket's, not a local folder named "s3:".
+func TestShardsWriteToObjectStoreRefusesShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the S3 emulator: slow; go test without -short runs it")
+	}
+	ctx := context.Background()
+	root, _ := imageFolder(t, 2, 4)
+	srv := s3test.ForTest(t)
+	srv.Setenv(t)
+	require.NoError(t, srv.CreateBucket("data"))
+	t.Chdir(t.TempDir())
+	code, _, stderr := tb(t, ctx, "shards", "write", root, "--out", "s3://data/", "--shard-size", "1B")
+	require.Equal(t, 0, code, stderr)
+	left, err := os.ReadDir(".")
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing written here")
+	code, stdout, stderr := tb(t, ctx, "shards", "ls", "s3://data/", "--json")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"samples": 8`)
+
+	require.NoError(t, srv.Put("data", "stale/shard-000009.tar", nil)) // a stopped write's: shards, no list
+	for _, out := range []string{"s3://data/", "s3://data/stale/"} {
+		code, _, stderr = tb(t, ctx, "shards", "write", root, "--out", out)
+		assert.Equal(t, 2, code, stderr)
+		assert.Contains(t, stderr, "already holds")
+	}
+	code, stdout, stderr = tb(t, ctx, "shards", "ls", "s3://data/", "--json")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"samples": 8`)
+}
+
+// verify calls a GIF bad, under any member name: the command links
+// image/gif (its plots do), so Check takes one here, but a training
+// program that links only the loader refuses it.
+func TestShardsVerifyRefusesGIF(t *testing.T) {
+	dir := t.TempDir()
+	writeImage(t, filepath.Join(dir, "a.gif"), "gif", 16, 16)
+	data, err := os.ReadFile(filepath.Join(dir, "a.gif"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, b := range map[string][]byte{"a.jpg": data, "a.cls": []byte("0")} {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b))}))
+		_, err := tw.Write(b)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "s.tar"), buf.Bytes(), 0o644))
+	code, stdout, stderr := tb(t, context.Background(), "shards", "verify", filepath.Join(dir, "s.tar"))
+	assert.Equal(t, 1, code, stdout+stderr)
+	assert.Contains(t, stdout, "s.tar\ta\t")
+	assert.Contains(t, stdout, "1 bad")
+}
+
+// A shard that cannot even be counted (garbage, a tar cut inside a
+// header) is listed as bad, and the other shards are still read; --json
+// still prints the report.
+func TestShardsVerifyGoesOnPastABrokenShard(t *testing.T) {
+	ctx := context.Background()
+	root, _ := imageFolder(t, 2, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := tb(t, ctx, "shards", "write", root, "--out", out, "--shard-size", "1KiB")
+	require.Equal(t, 0, code, stderr)
+	tars, err := filepath.Glob(filepath.Join(out, "*.tar"))
+	require.NoError(t, err)
+	require.Greater(t, len(tars), 2)
+	whole, err := os.ReadFile(tars[1])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(tars[1], whole[:300], 0o644)) // cut inside its first header's data
+	require.NoError(t, os.Remove(filepath.Join(out, "shardlist.json")))
+	code, stdout, stderr := tb(t, ctx, "shards", "verify", out+"/", "--json")
+	require.Equal(t, 1, code, stderr)
+	var rep struct {
+		Shards, Samples int
+		Bad             []badSample
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+	assert.Equal(t, len(tars), rep.Shards)
+	assert.Equal(t, len(tars)-1, rep.Samples, "one sample a shard, the broken one's not read")
+	require.Len(t, rep.Bad, 1)
+	assert.Equal(t, tars[1], rep.Bad[0].Shard)
+	assert.Empty(t, rep.Bad[0].Key)
 }

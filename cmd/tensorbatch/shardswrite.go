@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -42,19 +44,23 @@ func newShardsWriteCmd() *cobra.Command {
 		Long: `write turns images into shards the loader streams: SRC is a folder in
 ImageFolder layout (one subfolder a class, as torchvision's ImageFolder
 reads it), or a file list: CSV ("path,label" lines, as vision.FileList
-reads it) or JSONL ({"path": ..., "label": ...} lines). Labels that are
-not integers are class names, numbered in sorted order.
+reads it) or JSONL ({"path": ..., "label": ...} lines). Labels are
+integers >= 0 (class indices) or, where one is not, class names,
+numbered in sorted order.
 
 The shards go to DIR, a local folder or an object store's prefix
 (s3://bucket/prefix/, gs://, az://), with the shardlist.json the loader
-reads the counts from. To a store, each shard is put as it is complete
-and removed here, so the local disk holds one shard at a time; the
-shardlist.json goes last, so a write that fails or is stopped leaves
-shards but no list. Each sample is key.<ext> (the image, "jpg" for a
-JPEG) and key.cls (its label) in a tar; in Parquet, Hugging Face's image
-layout (__key__, image {bytes, path}, label). Keys are the samples'
-positions in the output, "000000000" on, so the output is the same for
-the same input and seed, whatever --workers is.
+reads the counts from. DIR must hold no shards yet: a folder is read as
+every shard in it, so an earlier write's would be read with these. To a
+store, each shard is put as it is complete and removed here, so the
+local disk holds one shard at a time; the shardlist.json goes last, so
+a write that fails or is stopped leaves shards but no list (remove them
+before writing there again). Each sample is key.<ext> (the image, by its
+format: "jpg" for a JPEG, "png", "webp"...) and key.cls (its label) in
+a tar; in Parquet, Hugging Face's image layout (__key__, image {bytes,
+path}, label). Keys are the samples' positions in the output,
+"000000000" on, so the output is the same for the same input and seed,
+whatever --workers is. A write that leaves every image out fails.
 
 Every image goes through the loader's own checks first (a regular file,
 at most 64 MiB, a known format, at most the pixel limit, a JPEG walked
@@ -80,6 +86,11 @@ with its reason and left out.`,
 	c.MarkFlagRequired("out")
 	return c
 }
+
+// maxS3Shard is the most --shard-size to S3: a shard of it and one more
+// sample (an image of at most vision.DefaultMaxFileBytes) is at most the
+// 5 GiB one PutObject takes.
+const maxS3Shard = 5<<30 - 2*vision.DefaultMaxFileBytes
 
 // source is an image to write: its file and label.
 type source struct {
@@ -126,8 +137,21 @@ func shardsWrite(cmd *cobra.Command, src string, o writeOpts) error {
 		return usagef("--workers is %d, want >= 1", o.workers)
 	case o.resize < 0 || o.quality < 1 || o.quality > 100:
 		return usagef("--resize must be >= 0 and --quality in 1..100")
+	case strings.ContainsAny(o.prefix, `/\`):
+		return usagef("--prefix %q has a path separator", o.prefix)
+	case strings.HasPrefix(o.out, "s3://") && shardBytes > maxS3Shard:
+		// Found here, not after the first shard is written.
+		return usagef("--shard-size %s: S3 takes at most 5 GiB an object (one PutObject), and a shard passes --shard-size by up to a sample: at most %s", o.shardBytes, humanBytes(maxS3Shard))
 	}
 	start := time.Now()
+	out, err := newOutput(o.out)
+	if err != nil {
+		return err
+	}
+	defer out.close()
+	if err := out.checkEmpty(ctx, o.out); err != nil {
+		return err
+	}
 	samples, classes, err := listImages(src)
 	if err != nil {
 		return err
@@ -136,11 +160,6 @@ func shardsWrite(cmd *cobra.Command, src string, o writeOpts) error {
 		r := rand.New(rand.NewPCG(o.seed, 0x5348524453)) // "SHRDS"
 		r.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
 	}
-	out, err := newOutput(o.out)
-	if err != nil {
-		return err
-	}
-	defer out.close()
 	w, err := shards.NewWriter(out.dir, shards.WriterConfig{Format: o.format, ShardBytes: shardBytes, Prefix: o.prefix, OnShard: out.onShard(ctx)})
 	if err != nil {
 		return err
@@ -168,6 +187,12 @@ func shardsWrite(cmd *cobra.Command, src string, o writeOpts) error {
 		return nil
 	})
 	bar.done()
+	if err == nil && res.Samples == 0 {
+		err = fmt.Errorf("%s: no image to write (%d left out)", src, len(res.Bad))
+		for _, b := range res.Bad {
+			fmt.Fprintf(cmd.ErrOrStderr(), "left out %s: %s\n", b.Path, b.Reason)
+		}
+	}
 	if err != nil {
 		w.Abort()
 		return err
@@ -233,76 +258,73 @@ func listImages(src string) ([]source, []string, error) {
 }
 
 // jsonlImages reads a JSONL file list: {"path": ..., "label": ...} a
-// line, the label an integer or a class name; relative paths are the
-// list's folder's.
+// line, the label an integer or a class name, as vision.FileList reads a
+// CSV one: integers (all of them) are the classes' indices, >= 0;
+// otherwise the labels are names, numbered in sorted order. Relative
+// paths are the list's folder's.
 func jsonlImages(list string) ([]source, []string, error) {
 	data, err := regfile.ReadFile(list, 1<<30)
 	if err != nil {
 		return nil, nil, err
 	}
 	type line struct {
-		Path  string          `json:"path"`
-		Label json.RawMessage `json:"label"`
+		path, name string
+		label      int
+		numeric    bool
+		n          int
 	}
 	var lines []line
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(data, []byte("\ufeff"))))
 	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		var l line
+		var l struct {
+			Path  string          `json:"path"`
+			Label json.RawMessage `json:"label"`
+		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Path == "" || len(l.Label) == 0 {
 			return nil, nil, fmt.Errorf("%s:%d: want {\"path\": ..., \"label\": ...}", list, n)
 		}
-		lines = append(lines, l)
+		ln := line{path: l.Path, n: n}
+		if json.Unmarshal(l.Label, &ln.label) == nil && l.Label[0] != 'n' { // null leaves an int as it is
+			ln.numeric, ln.name = true, strconv.Itoa(ln.label)
+		} else if json.Unmarshal(l.Label, &ln.name) != nil || l.Label[0] != '"' {
+			return nil, nil, fmt.Errorf("%s:%d: label %s: want an integer or a class name", list, n, l.Label)
+		}
+		lines = append(lines, ln)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", list, err)
 	}
-	names := map[string]int{}
-	numeric := true
-	for _, l := range lines {
-		var v int
-		if json.Unmarshal(l.Label, &v) != nil {
-			numeric = false
-		}
+	if len(lines) == 0 {
+		return nil, nil, fmt.Errorf("%s: no images listed", list)
 	}
+	numeric := !slices.ContainsFunc(lines, func(l line) bool { return !l.numeric })
 	var classes []string
+	names := map[string]int{}
 	if !numeric {
 		for _, l := range lines {
-			var s string
-			if json.Unmarshal(l.Label, &s) != nil {
-				s = string(l.Label)
-			}
-			names[s] = 0
+			names[l.name] = 0
 		}
-		classes = slices.Sorted(func(yield func(string) bool) {
-			for k := range names {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		classes = slices.Sorted(maps.Keys(names))
 		for i, c := range classes {
 			names[c] = i
 		}
 	}
 	out := make([]source, len(lines))
 	for i, l := range lines {
-		p := l.Path
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(filepath.Dir(list), p)
+		out[i].path = l.path
+		if !filepath.IsAbs(l.path) {
+			out[i].path = filepath.Join(filepath.Dir(list), l.path)
 		}
-		out[i].path = p
+		out[i].label = names[l.name]
 		if numeric {
-			json.Unmarshal(l.Label, &out[i].label)
-		} else {
-			var s string
-			if json.Unmarshal(l.Label, &s) != nil {
-				s = string(l.Label)
+			if l.label < 0 {
+				return nil, nil, fmt.Errorf("%s:%d: %s has label %d, want >= 0", list, l.n, l.path, l.label)
 			}
-			out[i].label = names[s]
+			out[i].label = l.label
 		}
 	}
 	return out, classes, nil
@@ -360,37 +382,44 @@ func prepare(s source, c *checker, o writeOpts) (prepared, error) {
 	if why := c.check(data, false); why != "" {
 		return prepared{bad: why}, nil
 	}
-	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(s.path)), ".")
-	if ext == "jpeg" {
-		ext = "jpg"
-	}
 	if o.resize > 0 {
 		if data, err = c.p.ShrinkJPEG(data, o.resize, o.quality); err != nil {
 			return prepared{bad: err.Error()}, nil
 		}
-		ext = "jpg"
 	}
-	return prepared{data: data, ext: ext}, nil
+	// The member is named by the image's format, not its file's name
+	// (which may have another extension, or none); Check took the format.
+	return prepared{data: data, ext: vision.ImageFormat(data)}, nil
 }
 
 // inOrder runs work(i) for i in [0, n) on workers goroutines and hands
 // each result to done in order of i, on the calling goroutine, holding
-// at most 4×workers results ahead. The first error, or ctx's, stops it.
+// at most 4×workers results ahead (and memory for those only, not for n).
+// The first error, or ctx's, stops it.
 func inOrder[T any](ctx context.Context, n, workers int, work func(i int) (T, error), done func(i int, v T) error) error {
 	type result struct {
 		v   T
 		err error
-		ok  chan struct{}
 	}
+	workers = min(workers, n)
+	if workers < 1 {
+		return ctx.Err()
+	}
+	// Result i goes to ring[i%window]: a worker claims i only holding one
+	// of window tokens, which done's loop gives back once it has taken
+	// result i-window out of the same place.
 	window := 4 * workers
-	slots := make([]*result, n)
+	ring := make([]chan result, window)
+	for k := range ring {
+		ring[k] = make(chan result, 1)
+	}
 	var mu sync.Mutex
 	next := 0 // the next i to hand out
 	sem := make(chan struct{}, window)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
-		cancel() // before the wait: a worker may wait for a slot
+		cancel() // before the wait: a worker may wait for a token
 		wg.Wait()
 	}()
 	claim := func() (int, bool) {
@@ -402,9 +431,6 @@ func inOrder[T any](ctx context.Context, n, workers int, work func(i int) (T, er
 		i := next
 		next++
 		return i, true
-	}
-	for i := range n {
-		slots[i] = &result{ok: make(chan struct{})}
 	}
 	for range workers {
 		wg.Add(1)
@@ -421,20 +447,19 @@ func inOrder[T any](ctx context.Context, n, workers int, work func(i int) (T, er
 					<-sem
 					return
 				}
-				slots[i].v, slots[i].err = work(i)
-				close(slots[i].ok)
+				v, err := work(i)
+				ring[i%window] <- result{v, err}
 			}
 		}()
 	}
 	for i := range n {
+		var r result
 		select {
-		case <-slots[i].ok:
+		case r = <-ring[i%window]:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 		<-sem
-		r := slots[i]
-		slots[i] = nil
 		if r.err != nil {
 			return r.err
 		}
@@ -472,10 +497,13 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size (want 256MiB, 1GiB, 500MB...)", s)
+	n := v * float64(mult)
+	// Not NaN, and whole bytes an int64 holds: int64 of less than a byte
+	// would be 0 (the Writer's default), of NaN or more, garbage.
+	if err != nil || !(n >= 1 && n < math.MaxInt64) {
+		return 0, fmt.Errorf("%q is not a size from 1 byte (want 256MiB, 1GiB, 500MB...)", s)
 	}
-	return int64(v * float64(mult)), nil
+	return int64(n), nil
 }
 
 // humanBytes prints a byte count.
