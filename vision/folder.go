@@ -2,6 +2,7 @@ package vision
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,17 +151,18 @@ func hasExt(name string, exts []string) bool {
 }
 
 // FileList reads a list of images: one "path,label" per line (CSV, so
-// quoted paths work) or "path label" separated by white space; blank
-// lines and lines that start with # are skipped. A first line whose label
-// is not an integer and whose path names no file is a header
-// ("path,label") when the other labels are integers or its path has no
-// extension. Relative paths are resolved
-// against the list's folder, or Root. Labels that are all integers are
-// the class indices; otherwise they are class names, numbered in sorted
-// order as ImageFolder numbers folders. A line without a path and a label
-// is an error naming it; a listed file that is missing fails its sample
-// when it is loaded. The list itself must be a regular file of at most
-// 1 GiB (ErrNotRegular, ErrFileTooLarge).
+// quoted paths work), "path label" separated by white space, or a JSON
+// object {"path": ..., "label": ...} (JSONL; the label an integer or a
+// class name); blank lines and lines that start with # are skipped. A
+// first line whose label is not an integer and whose path names no file
+// is a header ("path,label") when the other labels are integers or its
+// path has no extension. Relative paths are resolved against the list's
+// folder, or Root. Labels that are all integers are the class indices;
+// otherwise they are class names, numbered in sorted order as
+// ImageFolder numbers folders. A line without a path and a label is an
+// error naming it; a listed file that is missing fails its sample when it
+// is loaded. The list itself must be a regular file of at most 1 GiB
+// (ErrNotRegular, ErrFileTooLarge).
 func FileList(list string, t Transform, opts ...Option) (*Dataset, error) {
 	o := options{root: filepath.Dir(list)}
 	for _, f := range opts {
@@ -241,6 +243,15 @@ func readList(b []byte) ([]listRow, error) {
 		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if strings.HasPrefix(strings.TrimSpace(line), "{") {
+			r, err := jsonRow(line)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n+1, err)
+			}
+			r.line = n + 1
+			rows = append(rows, r)
+			continue
+		}
 		if strings.Contains(line, ",") {
 			rec, err := csv.NewReader(strings.NewReader(line)).Read()
 			if err != nil || len(rec) != 2 {
@@ -260,4 +271,25 @@ func readList(b []byte) ([]listRow, error) {
 		rows = append(rows, listRow{strings.TrimSpace(line[:i]), line[i+1:], n + 1})
 	}
 	return rows, nil
+}
+
+// jsonRow reads a JSONL line of a file list: {"path": ..., "label": ...},
+// the label an integer or a class name.
+func jsonRow(line string) (listRow, error) {
+	var v struct {
+		Path  string          `json:"path"`
+		Label json.RawMessage `json:"label"`
+	}
+	if json.Unmarshal([]byte(line), &v) != nil || v.Path == "" || len(v.Label) == 0 {
+		return listRow{}, fmt.Errorf("%q is not {\"path\": ..., \"label\": ...}", line)
+	}
+	var i int64
+	var name string
+	switch {
+	case v.Label[0] != 'n' && json.Unmarshal(v.Label, &i) == nil: // null would leave i as it is
+		return listRow{path: v.Path, label: strconv.FormatInt(i, 10)}, nil
+	case v.Label[0] == '"' && json.Unmarshal(v.Label, &name) == nil && strings.TrimSpace(name) != "":
+		return listRow{path: v.Path, label: strings.TrimSpace(name)}, nil
+	}
+	return listRow{}, fmt.Errorf("label %s: want an integer or a class name", v.Label)
 }

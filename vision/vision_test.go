@@ -346,6 +346,27 @@ func TestFileList(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("justapath\n"), 0o644))
 	_, err = vision.FileList(bad, vision.Eval(32))
 	assert.ErrorContains(t, err, "line 1")
+
+	// JSONL: the same rows as JSON objects, integer labels or names.
+	jsonl := filepath.Join(root, "train.jsonl")
+	require.NoError(t, os.WriteFile(jsonl, []byte("\ufeff"+`{"path": "cat/rgb420.jpg", "label": 3}`+"\n"+`{"label": 1, "path": "dog/gray.jpg"}`+"\n"), 0o644))
+	ds3, err := vision.FileList(jsonl, vision.Eval(32))
+	require.NoError(t, err)
+	defer ds3.Close()
+	assert.Equal(t, []vision.Sample{{filepath.Join(root, "cat/rgb420.jpg"), 3}, {filepath.Join(root, "dog/gray.jpg"), 1}}, ds3.Samples())
+	require.NoError(t, os.WriteFile(jsonl, []byte(`{"path": "cat/rgb420.jpg", "label": "zebra"}`+"\n"+`{"path": "dog/gray.jpg", "label": "ant"}`+"\n"), 0o644))
+	ds4, err := vision.FileList(jsonl, vision.Eval(32))
+	require.NoError(t, err)
+	defer ds4.Close()
+	assert.Equal(t, []string{"ant", "zebra"}, ds4.Classes())
+	for _, label := range []string{"null", "1.5", "true", `""`, `{"id": 1}`} {
+		require.NoError(t, os.WriteFile(jsonl, []byte(`{"path": "cat/rgb420.jpg", "label": 0}`+"\n"+`{"path": "dog/gray.jpg", "label": `+label+"}\n"), 0o644))
+		_, err := vision.FileList(jsonl, vision.Eval(32))
+		assert.ErrorContains(t, err, "line 2: label "+label, label)
+	}
+	require.NoError(t, os.WriteFile(jsonl, []byte(`{"file": "cat/rgb420.jpg", "label": 0}`+"\n"), 0o644))
+	_, err = vision.FileList(jsonl, vision.Eval(32))
+	assert.ErrorContains(t, err, "line 1")
 }
 
 // Every extension ImageFolder takes by default (torchvision's

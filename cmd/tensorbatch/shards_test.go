@@ -615,7 +615,7 @@ func TestShardsWriteJSONLLabels(t *testing.T) {
 	for _, label := range []string{"-1", "null", "1.5", "true", `{"id": 1}`} {
 		code, _, stderr := write(`{"path": "imgs/a.jpg", "label": 0}` + "\n" + `{"path": "imgs/b.png", "label": ` + label + "}\n")
 		assert.Equal(t, 1, code, label)
-		assert.Contains(t, stderr, "list.jsonl:2", label)
+		assert.Contains(t, stderr, "list.jsonl: line 2", label)
 	}
 }
 

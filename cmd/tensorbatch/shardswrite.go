@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +40,8 @@ func newShardsWriteCmd() *cobra.Command {
 		Long: `write turns images into shards the loader streams: SRC is a folder in
 ImageFolder layout (one subfolder a class, as torchvision's ImageFolder
 reads it), or a file list: CSV ("path,label" lines, as vision.FileList
-reads it) or JSONL ({"path": ..., "label": ...} lines). Labels are
+reads it) or JSONL ({"path": ..., "label": ...} lines, as it reads them
+too). Labels are
 integers >= 0 (class indices) or, where one is not, class names,
 numbered in sorted order.
 
@@ -241,9 +238,7 @@ func listImages(src string) ([]source, []string, error) {
 	switch {
 	case fi.IsDir():
 		ds, err = vision.ImageFolder(src, vision.Eval(32))
-	case strings.HasSuffix(strings.ToLower(src), ".jsonl"):
-		return jsonlImages(src)
-	default:
+	default: // CSV or JSONL
 		ds, err = vision.FileList(src, vision.Eval(32))
 	}
 	if err != nil {
@@ -255,79 +250,6 @@ func listImages(src string) ([]source, []string, error) {
 		out = append(out, source{s.Path, s.Label})
 	}
 	return out, ds.Classes(), nil
-}
-
-// jsonlImages reads a JSONL file list: {"path": ..., "label": ...} a
-// line, the label an integer or a class name, as vision.FileList reads a
-// CSV one: integers (all of them) are the classes' indices, >= 0;
-// otherwise the labels are names, numbered in sorted order. Relative
-// paths are the list's folder's.
-func jsonlImages(list string) ([]source, []string, error) {
-	data, err := regfile.ReadFile(list, 1<<30)
-	if err != nil {
-		return nil, nil, err
-	}
-	type line struct {
-		path, name string
-		label      int
-		numeric    bool
-		n          int
-	}
-	var lines []line
-	sc := bufio.NewScanner(bytes.NewReader(bytes.TrimPrefix(data, []byte("\ufeff"))))
-	sc.Buffer(nil, 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
-		var l struct {
-			Path  string          `json:"path"`
-			Label json.RawMessage `json:"label"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Path == "" || len(l.Label) == 0 {
-			return nil, nil, fmt.Errorf("%s:%d: want {\"path\": ..., \"label\": ...}", list, n)
-		}
-		ln := line{path: l.Path, n: n}
-		if json.Unmarshal(l.Label, &ln.label) == nil && l.Label[0] != 'n' { // null leaves an int as it is
-			ln.numeric, ln.name = true, strconv.Itoa(ln.label)
-		} else if json.Unmarshal(l.Label, &ln.name) != nil || l.Label[0] != '"' {
-			return nil, nil, fmt.Errorf("%s:%d: label %s: want an integer or a class name", list, n, l.Label)
-		}
-		lines = append(lines, ln)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", list, err)
-	}
-	if len(lines) == 0 {
-		return nil, nil, fmt.Errorf("%s: no images listed", list)
-	}
-	numeric := !slices.ContainsFunc(lines, func(l line) bool { return !l.numeric })
-	var classes []string
-	names := map[string]int{}
-	if !numeric {
-		for _, l := range lines {
-			names[l.name] = 0
-		}
-		classes = slices.Sorted(maps.Keys(names))
-		for i, c := range classes {
-			names[c] = i
-		}
-	}
-	out := make([]source, len(lines))
-	for i, l := range lines {
-		out[i].path = l.path
-		if !filepath.IsAbs(l.path) {
-			out[i].path = filepath.Join(filepath.Dir(list), l.path)
-		}
-		out[i].label = names[l.name]
-		if numeric {
-			if l.label < 0 {
-				return nil, nil, fmt.Errorf("%s:%d: %s has label %d, want >= 0", list, l.n, l.path, l.label)
-			}
-			out[i].label = l.label
-		}
-	}
-	return out, classes, nil
 }
 
 // checker checks images as the loader does, and shrinks them.
