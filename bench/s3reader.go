@@ -41,6 +41,7 @@ type s3ReaderBench struct {
 	shards      int
 	rawRecords  int
 	rawBytes    int
+	recordSizes []int // the raw records rows' member sizes
 	jpegRecords int
 	side        int
 	rows        []s3ReaderRow
@@ -72,8 +73,10 @@ const s3Goroutines = 2 // this machine's cores; both sides alike
 
 func (sb *s3ReaderBench) sizes(o *options) {
 	sb.shards, sb.rawRecords, sb.rawBytes, sb.jpegRecords, sb.side, sb.rounds = 8, 16, 256<<10, 64, 256, 15
+	sb.recordSizes = []int{4 << 10, 64 << 10, 256 << 10, 4 << 20}
 	if o.quick {
 		sb.shards, sb.rawRecords, sb.rawBytes, sb.jpegRecords, sb.side, sb.rounds = 4, 8, 64<<10, 8, 64, 3
+		sb.recordSizes = []int{4 << 10, 64 << 10}
 	}
 }
 
@@ -145,18 +148,34 @@ func (sb *s3ReaderBench) run(o *options) error {
 		"the same objects' bytes to io.Discard"); err != nil {
 		return err
 	}
-	// Raw records: a Source does more than the bare loop (tar, a buffer a
-	// member, a copy into the sample); for context.
-	rawSrc, err := shards.FromNames(raw.names, rawSchema, decodeRaw, shards.UseOpener(opener), shards.IndexFile(""))
-	if err != nil {
-		return err
-	}
-	defer rawSrc.Close()
-	if err := sb.compare(fmt.Sprintf("raw records (%d KiB)", sb.rawBytes>>10), raw,
-		"shards.Source: every record decoded into a sample", raw.sourcePass(rawSrc),
-		"GetObject + io.Copy to io.Discard", raw.sdkCopy(sdk), 0,
-		"not the same work: the Source also parses the tar and copies each record twice (into its member buffer and into the sample); for context"); err != nil {
-		return err
+	// Raw records: the Source, each record copied into a sample, against
+	// the bare loop over the same objects, from 4 KiB to 4 MiB members
+	// (shards of about 4 MiB); and the same DecodeFunc without
+	// shards.Release, for context.
+	for _, size := range sb.recordSizes {
+		set, err := sb.bucket(srv, dir, fmt.Sprintf("raw-%d", size), max(2, sb.rawRecords*sb.rawBytes/size),
+			func(id int) []byte { return s3test.Raw(id, size) })
+		if err != nil {
+			return err
+		}
+		schema := collate.Schema{{Name: "image", DType: collate.Uint8, Shape: []int{size}}, {Name: "label", DType: collate.Int64}}
+		for _, release := range []bool{true, false} {
+			decode, ours, target, same := decodeRaw, "shards.Source, DecodeFunc calls shards.Release", 0.9,
+				"not the same work: the Source also parses the tar and copies each record into a sample"
+			if !release {
+				decode, ours, target, same = decodeRawKept, "the same, without shards.Release", 0,
+					"as the row above, with a DecodeFunc that keeps the records' bytes (no shards.Release): each member in new memory; for context"
+			}
+			src, err := shards.FromNames(set.names, schema, decode, shards.UseOpener(opener), shards.IndexFile(""))
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			if err := sb.compare(fmt.Sprintf("raw records (%s)", kib(size)), set, ours, set.sourcePass(src),
+				"GetObject + io.Copy to io.Discard", set.sdkCopy(sdk), target, same); err != nil {
+				return err
+			}
+		}
 	}
 	// JPEG: the same decode of the same bytes on both sides.
 	jpgSrc, err := shards.FromNames(jpg.names, pipe.Schema(), pipe.Record("jpg", "cls"), shards.UseOpener(opener), shards.IndexFile(""))
@@ -199,6 +218,14 @@ func (sb *s3ReaderBench) run(o *options) error {
 		return fmt.Errorf("the epochs after the first from a warm cache made %d requests, want 0", sb.cacheLater)
 	}
 	return nil
+}
+
+// kib names a size in KiB, or MiB from 1 MiB.
+func kib(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // s3Set is a set of shards: local files, and the same in a bucket.
@@ -403,7 +430,7 @@ func (sb *s3ReaderBench) report(w io.Writer, dir string) error {
 		fmt.Fprintf(w, "> Skipped: %s.\n\n", sb.skipped)
 		return nil
 	}
-	fmt.Fprintf(w, "%d tar shards a set on versitygw (127.0.0.1, sharing the cores), each pass every shard, %d goroutines on both sides, no loader: raw records of %d KiB (%d a shard), JPEGs of %d² (%d a shard). A warm-up pass of each side, then %d rounds of one pass of each, alternating which goes first; every ratio is from one round (the reference's time ÷ ours: our rate ÷ its), median over rounds; \"CPU\" is the same for this process's CPU time (the client's; the server's is alike on both sides). Load average %s before, %s after. Took %.0f s.\n\n",
+	fmt.Fprintf(w, "%d tar shards a set on versitygw (127.0.0.1, sharing the cores), each pass every shard, %d goroutines on both sides, no loader: raw records of %d KiB (%d a shard; the raw records rows: each size's shards about as large), JPEGs of %d² (%d a shard). A warm-up pass of each side, then %d rounds of one pass of each, alternating which goes first; every ratio is from one round (the reference's time ÷ ours: our rate ÷ its), median over rounds; \"CPU\" is the same for this process's CPU time (the client's; the server's is alike on both sides). Load average %s before, %s after. Took %.0f s.\n\n",
 		sb.shards, s3Goroutines, sb.rawBytes>>10, sb.rawRecords, sb.side, sb.jpegRecords, sb.rounds, sb.loadBefore, sb.loadAfter, sb.elapsed.Seconds())
 	fmt.Fprintln(w, "| row | ours | reference | MB | ours MB/s | reference MB/s | ratio (median) | rounds | CPU ratio | target | met? |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

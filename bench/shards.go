@@ -271,7 +271,14 @@ func median(v []float64) float64 {
 	return stat.Quantile(0.5, stat.Empirical, v, nil)
 }
 
-func decodeRaw(_ context.Context, rec engine.Record, s *engine.Slot) error {
+// decodeRaw copies a record's .jpg into the sample and keeps nothing of
+// it (shards.Release); decodeRawKept is the same without Release.
+func decodeRaw(ctx context.Context, rec engine.Record, s *engine.Slot) error {
+	shards.Release(ctx)
+	return decodeRawKept(ctx, rec, s)
+}
+
+func decodeRawKept(_ context.Context, rec engine.Record, s *engine.Slot) error {
 	data, err := shards.Field(rec, "jpg")
 	if err != nil {
 		return err

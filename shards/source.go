@@ -32,8 +32,19 @@ import (
 
 // DecodeFunc writes a record into its slot: engine.Iterable's Decode. It
 // runs on a worker goroutine, concurrently with other calls. The record's
-// bytes are its own to keep.
+// bytes are its own to keep, unless it calls Release.
 type DecodeFunc func(ctx context.Context, rec engine.Record, s *engine.Slot) error
+
+// Release, called by a DecodeFunc with the ctx it was given, tells the
+// Source that the function keeps none of the record's bytes once it
+// returns: it copied or decoded what it needed, and nothing (a goroutine,
+// a cache, a slice of a field) still refers to them. The Source then
+// reads later records into those bytes instead of allocating new ones
+// for each record and leaving the old to the garbage collector, which
+// costs more than reading them (BenchmarkS3Read's source and
+// source-kept rows). vision.Pipeline.Record calls it. A function that
+// keeps a field must not call it: the bytes would change under it.
+func Release(ctx context.Context) { recycle.Release(ctx) }
 
 // Source is a set of WebDataset tar shards as an engine.Iterable: pass it to
 // engine.FromIterable, which splits the shards across ranks and workers.
@@ -778,17 +789,17 @@ func (o *Opener) size(ctx context.Context, name string) (int64, error) {
 	return r.total, nil
 }
 
-// Decode writes rec into s with the Source's DecodeFunc. Where that is
-// vision.Pipeline.Record's, which keeps none of rec's bytes once it
-// returns, Decode then takes back the record's large fields (tar members
-// and Parquet byte arrays of 8 KiB and more) that the Source's readers
+// Decode writes rec into s with the Source's DecodeFunc. Where that
+// called Release (vision.Pipeline.Record's does), keeping none of rec's
+// bytes once it returns, Decode then takes back the record's large fields (tar members
+// and Parquet byte arrays of 4 KiB and more) that the Source's readers
 // made, to read later records into: so an epoch reads its images into the
 // memory the images before them held, as an ImageFolder reads each file
 // into its worker's buffer, instead of allocating their bytes anew and
 // collecting them (a GC cycle every few MB, and the page faults of memory
 // the runtime gave back), which cost a record more CPU than a file
-// (BenchmarkRecordReaders). Any other DecodeFunc may keep the
-// record's bytes: they are the garbage collector's, as are those of a
+// (BenchmarkRecordReaders, BenchmarkS3Read). Any other DecodeFunc may
+// keep the record's bytes: they are the garbage collector's, as are those of a
 // record never decoded and fields the Source's readers did not make.
 func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slot) error {
 	c := &recycle.Context{Context: ctx}
@@ -802,10 +813,10 @@ func (s *Source) Decode(ctx context.Context, rec engine.Record, slot *engine.Slo
 // recordBuffers are the buffers of large record fields: see Source.Decode.
 var recordBuffers = newBufferPool()
 
-// Buffers of 8 KiB (1<<minBufferShift) to 64 MiB (1<<maxBufferShift),
+// Buffers of 4 KiB (1<<minBufferShift) to 64 MiB (1<<maxBufferShift),
 // a power of two each, are recycled; smaller fields cost little to
 // allocate, and a larger one is rare enough to leave to the collector.
-const minBufferShift, maxBufferShift = 13, 26
+const minBufferShift, maxBufferShift = 12, 26
 
 // bufferPool recycles record fields: get hands out a buffer and notes
 // it, put takes back only a buffer that get handed out and that nobody

@@ -21,7 +21,6 @@ import (
 	"github.com/tensorbatch/tensorbatch/collate"
 	"github.com/tensorbatch/tensorbatch/engine"
 	"github.com/tensorbatch/tensorbatch/engine/enginetest"
-	"github.com/tensorbatch/tensorbatch/internal/recycle"
 	"github.com/tensorbatch/tensorbatch/internal/s3test"
 	"github.com/tensorbatch/tensorbatch/vision"
 )
@@ -270,8 +269,9 @@ func TestSourceErrors(t *testing.T) {
 }
 
 // bigPayload is the .bin member of sample id in the recycling tests:
-// 8 KiB and more, so that its buffer is a recycled one; every tenth is
-// more than a TarReader's read buffer (1 MiB), which it reads growing.
+// 4 KiB and more, so that its buffer is a recycled one; every tenth is
+// more than a TarReader allocates before its bytes arrive (1 MiB), so
+// that it is read growing.
 func bigPayload(id int) []byte {
 	n := 8<<10 + (id*4099)%(40<<10)
 	if id%10 == 3 {
@@ -294,8 +294,8 @@ func lentOut(b []byte) bool {
 }
 
 // Source.Decode takes back the large fields of the records its readers
-// made where the DecodeFunc released them (as vision.Pipeline.Record
-// does), and the records read after them into those buffers hold their
+// made where the DecodeFunc released them (shards.Release, as
+// vision.Pipeline.Record does), and the records read after them into those buffers hold their
 // own bytes. A DecodeFunc that does not release them keeps them intact,
 // and a record the Source did not make keeps its bytes, Decode or not.
 func TestDecodeTakesBackLargeFields(t *testing.T) {
@@ -327,7 +327,7 @@ func TestDecodeTakesBackLargeFields(t *testing.T) {
 				}
 				decoded++
 				if release {
-					recycle.Release(ctx)
+					Release(ctx)
 				} else {
 					kept[id] = rec.Fields["bin"]
 				}
@@ -417,7 +417,7 @@ func eachRecord(tb testing.TB, src *Source, infos []engine.ShardInfo, f func(eng
 
 func TestBufferPool(t *testing.T) {
 	p := newBufferPool()
-	for _, n := range []int{-1, 0, 1, 8<<10 - 1, 64<<20 + 1} {
+	for _, n := range []int{-1, 0, 1, 1<<minBufferShift - 1, 1<<maxBufferShift + 1} {
 		assert.Nil(t, p.get(n), "get(%d)", n)
 	}
 	b := p.get(8<<10 + 1)
@@ -429,8 +429,8 @@ func TestBufferPool(t *testing.T) {
 	p.put(b[:10]) // its start, with its capacity: taken back...
 	p.put(b)      // ...once
 	assert.Empty(t, p.out)
-	first, _ := p.sizes[1].Get().(*[]byte)
-	second, _ := p.sizes[1].Get().(*[]byte)
+	first, _ := p.sizes[14-minBufferShift].Get().(*[]byte) // 16 KiB
+	second, _ := p.sizes[14-minBufferShift].Get().(*[]byte)
 	assert.False(t, first != nil && second != nil, "a buffer given back twice is handed out twice")
 
 	// A buffer never given back is collected, and its note dropped.

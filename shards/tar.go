@@ -54,13 +54,13 @@ type TarReader struct {
 	shard     string
 	rc        io.Closer
 	end       *endTracker
-	tr        *tar.Reader
+	tr        tarEntries
 	maxMember int64
 	buf       *bufio.Reader // from tarBuffers, returned by Close; nil if none
 	bufs      *bufferPool   // where the members' bytes come from, a Source's; nil: allocated
 
-	next    *member // read ahead: the first member of the next sample
-	last    string  // name of the last member read, for errors
+	next    member // read ahead: the first member of the next sample, if data is not nil
+	last    string // name of the last member read, for errors
 	members int
 	dataEnd int64 // where the last member's data, padded, ends
 	err     error // sticky
@@ -79,22 +79,30 @@ func NewTarReader(shard string, r io.ReadCloser, maxMember int64) *TarReader {
 	br.Reset(r)
 	t := newTarReader(shard, br, r, maxMember)
 	t.buf = br
+	t.end.buf, t.end.under = br, r
 	return t
 }
 
 // tarBuffers holds the read buffers of closed TarReaders for the next
-// ones: an epoch opens shard after shard, and a buffer is 1 MiB to
-// allocate, zero and collect each time.
-var tarBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<20) }}
+// ones: an epoch opens shard after shard. Headers and small members are
+// read through a buffer, in few reads of the shard; a member's bytes
+// past what the buffer holds, from directRead bytes on, are read
+// straight into the member (endTracker.Read), so that they are copied
+// once, not twice.
+var tarBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 256<<10) }}
+
+// directRead is the least a read asks for that an empty read buffer
+// passes to the shard's reader.
+const directRead = 32 << 10
 
 // newTarReader reads tar from r and closes c. When r is an io.Seeker,
-// archive/tar seeks over the member data it is not asked for.
+// the reader seeks over the member data it is not asked for.
 func newTarReader(shard string, r io.Reader, c io.Closer, maxMember int64) *TarReader {
 	if maxMember <= 0 {
 		maxMember = DefaultMaxMemberBytes
 	}
 	end := &endTracker{r: r}
-	return &TarReader{shard: shard, rc: c, end: end, tr: tar.NewReader(end), maxMember: maxMember}
+	return &TarReader{shard: shard, rc: c, end: end, tr: tarEntries{r: end}, maxMember: maxMember}
 }
 
 // Next returns the shard's next sample, or io.EOF after the last.
@@ -103,8 +111,8 @@ func (t *TarReader) Next(ctx context.Context) (engine.Record, error) {
 		return engine.Record{}, t.err
 	}
 	rec := engine.Record{Shard: t.shard}
-	if m := t.next; m != nil {
-		t.next = nil
+	if m := t.next; m.data != nil {
+		t.next = member{}
 		rec.Key, rec.Fields = m.key, map[string][]byte{m.ext: m.data}
 	}
 	for {
@@ -175,50 +183,48 @@ func (t *TarReader) Count(ctx context.Context) (int, error) {
 	}
 }
 
-// member returns the next regular member with its bytes.
-func (t *TarReader) member() (*member, error) {
+// member returns the next regular member with its bytes (not nil).
+func (t *TarReader) member() (member, error) {
 	for {
 		h, err := t.header()
 		if err != nil {
-			return nil, err
+			return member{}, err
 		}
 		if h == nil {
 			continue
 		}
 		key, ext, _ := SplitKey(h.Name)
 		if h.Size > t.maxMember {
-			return nil, t.errorf("member %q: %d bytes, more than the limit of %d", h.Name, h.Size, t.maxMember)
+			return member{}, t.errorf("member %q: %d bytes, more than the limit of %d", h.Name, h.Size, t.maxMember)
 		}
 		data, err := t.read(h.Size)
 		if err != nil {
-			return nil, t.readErr(err, "member %q: truncated after %d of its %d bytes", h.Name, len(data), h.Size)
+			return member{}, t.readErr(err, "member %q: truncated after %d of its %d bytes", h.Name, len(data), h.Size)
 		}
-		return &member{key, ext, data}, nil
+		if data == nil {
+			data = []byte{}
+		}
+		return member{key, ext, data}, nil
 	}
 }
 
-// read reads the n bytes of the current member: into one buffer (a
+// read reads the n bytes of the current member into one buffer (a
 // recycled one of a Source's, see Source.Decode, else an allocation of
-// exactly n bytes) where the read buffer already holds them, or can
-// (bufio.Reader.Peek fills it from the shard: the bytes exist before
-// anything is allocated for them), else growing as they arrive.
+// exactly n bytes). Up to firstRead the buffer is allocated before the
+// bytes arrive; a larger member grows its buffer as they do, so that a
+// size a header declares allocates little until the bytes exist.
 func (t *TarReader) read(n int64) ([]byte, error) {
-	if t.buf == nil || n > int64(t.buf.Size()) {
-		return readGrowing(t.tr, n, t.bufs)
+	if n > firstRead {
+		return readGrowing(&t.tr, n, t.bufs)
 	}
-	if p, _ := t.buf.Peek(int(n)); int64(len(p)) < n {
-		return readGrowing(t.tr, n, t.bufs)
-	}
-	// archive/tar reads headers block by block, unbuffered: the member's
-	// bytes are the next n of the read buffer.
 	data := t.bufs.alloc(int(n))
-	m, err := io.ReadFull(t.tr, data)
+	m, err := io.ReadFull(&t.tr, data)
 	return data[:m], err
 }
 
 // firstRead is the most a read of declared size allocates before bytes
 // arrive.
-const firstRead = 64 << 10
+const firstRead = 1 << 20
 
 // readGrowing reads n bytes of r into a buffer that grows, doubling, as
 // they arrive: the size a header declares allocates nothing until the
@@ -248,7 +254,7 @@ func readGrowing(r io.Reader, n int64, bufs *bufferPool) ([]byte, error) {
 
 // header returns the next member's header; nil for a member to skip.
 func (t *TarReader) header() (*tar.Header, error) {
-	h, err := t.tr.Next()
+	h, err := t.tr.next()
 	if err == io.EOF {
 		switch {
 		case t.end.n == 0:
@@ -274,12 +280,10 @@ func (t *TarReader) header() (*tar.Header, error) {
 	default:
 		return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(h.Typeflag))
 	}
-	for k := range h.PAXRecords {
-		if strings.HasPrefix(k, "GNU.sparse.") {
-			// archive/tar reads a PAX sparse file's holes as zeros that
-			// no input holds: a few KB may stand for a TiB.
-			return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(tar.TypeGNUSparse))
-		}
+	if sparse(h) {
+		// archive/tar reads a PAX sparse file's holes as zeros that no
+		// input holds: a few KB may stand for a TiB.
+		return nil, t.errorf("member %q is %s, not a regular file: a WebDataset shard holds a sample's members as regular files", h.Name, typeName(tar.TypeGNUSparse))
 	}
 	if isMeta(h.Name) {
 		return nil, nil
@@ -347,31 +351,23 @@ func fieldList(f map[string][]byte) string {
 	return "." + strings.Join(ks, ", .")
 }
 
-// endTracker is the reader under archive/tar: it counts the bytes
-// archive/tar consumed, so that the reader can tell a tar that ends with
+// endTracker is the reader under the tar's entries: it counts the bytes
+// they consumed, so that the reader can tell a tar that ends with
 // its end-of-archive blocks from one cut at a member boundary, which
 // archive/tar reports as a plain io.EOF.
 type endTracker struct {
-	r io.Reader
-	n int64 // bytes consumed
+	r     io.Reader
+	n     int64         // bytes consumed
+	buf   *bufio.Reader // r, where it is a read buffer of under: nil, or
+	under io.Reader     // its reader, read from directly when buf is empty
 }
 
 func (e *endTracker) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
+	r := e.r
+	if e.buf != nil && len(p) >= directRead && e.buf.Buffered() == 0 {
+		r = e.under
+	}
+	n, err := r.Read(p)
 	e.n += int64(n)
 	return n, err
-}
-
-// Seek passes a seek through when the reader can (a local file, when
-// counting), so that archive/tar skips member data without reading it.
-func (e *endTracker) Seek(off int64, whence int) (int64, error) {
-	s, ok := e.r.(io.Seeker)
-	if !ok {
-		return 0, errors.New("not seekable")
-	}
-	pos, err := s.Seek(off, whence)
-	if err == nil {
-		e.n = pos
-	}
-	return pos, err
 }
