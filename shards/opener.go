@@ -74,8 +74,9 @@ type Opener struct {
 	// Opener uses instead of those it would make on first use from the
 	// environment: s3.New(client) for an S3 client of your own, say.
 	Stores map[string]store.Store
-	// Timeout bounds each remote request until its response headers and
-	// each silence of a response body; 0 means DefaultTimeout.
+	// Timeout bounds each remote request until its response headers,
+	// each silence of a response body, and each silence of an upload's
+	// body (Put: the server stopped taking it); 0 means DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is how many times in a row a transient failure is retried
 	// before the request fails; the count starts again once bytes arrive

@@ -17,7 +17,8 @@ func IsRemote(name string) bool { return remote(name) }
 // ("s3://bucket/train/shard-000000.tar"), by the store's upload (S3: one
 // PutObject, of at most 5 GiB; GCS: a media upload; Azure: a block blob's
 // blocks), under the Opener's retry policy (a transient failure puts the
-// whole file again).
+// whole file again). Timeout bounds a silence, not the upload: a server
+// that stops taking the body for Timeout fails the try.
 // The store must be one that can write (package store's Putter: S3, GCS
 // and Azure can; http(s):// cannot). With WriterConfig.OnShard, each shard
 // is put as it is complete; then put the shardlist.json.
@@ -48,8 +49,11 @@ func (o *Opener) Put(ctx context.Context, name, path string) error {
 	}
 	var rs retries
 	a, err := o.do(ctx, &rs, func() string { return "putting it" }, func(a *attempt) error {
-		a.disarm() // an upload of many bytes may take longer than Timeout
-		return p.Put(a.ctx, loc.bucket, loc.key, io.NewSectionReader(f, 0, fi.Size()), fi.Size())
+		// The upload may take longer than Timeout; silence may not: each
+		// read of the file by the store's client starts the timer again,
+		// and the response is due within Timeout of the last.
+		body := &armingReader{r: io.NewSectionReader(f, 0, fi.Size()), a: a}
+		return p.Put(a.ctx, loc.bucket, loc.key, body, fi.Size())
 	})
 	if err != nil {
 		return fmt.Errorf("shards: %s: %w", name, err)
@@ -57,3 +61,19 @@ func (o *Opener) Put(ctx context.Context, name, path string) error {
 	a.end()
 	return nil
 }
+
+// armingReader is an upload's body: each read restarts its attempt's
+// timer, so that Timeout bounds a silence, not the upload. It seeks, as
+// the section it reads does, for clients that read a body twice (to sign
+// it, or to send it again).
+type armingReader struct {
+	r io.ReadSeeker
+	a *attempt
+}
+
+func (b *armingReader) Read(p []byte) (int, error) {
+	b.a.arm()
+	return b.r.Read(p)
+}
+
+func (b *armingReader) Seek(off int64, whence int) (int64, error) { return b.r.Seek(off, whence) }

@@ -2,6 +2,7 @@ package shards
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,7 @@ type faultProxy struct {
 	conns map[net.Conn]http.ConnState
 	steps []step
 	sent  atomic.Int64
+	quit  chan struct{} // closed at the test's end: stalled uploads' handlers return
 }
 
 type connCount struct{}
@@ -75,7 +77,7 @@ type connCount struct{}
 func newFaultProxyOf(t testing.TB, backend http.Handler) *faultProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &faultProxy{backend: backend, addr: ln.Addr().String(), conns: map[net.Conn]http.ConnState{}}
+	p := &faultProxy{backend: backend, addr: ln.Addr().String(), conns: map[net.Conn]http.ConnState{}, quit: make(chan struct{})}
 	p.url = "http://" + p.addr
 	p.srv = &http.Server{
 		Handler: p,
@@ -86,6 +88,7 @@ func newFaultProxyOf(t testing.TB, backend http.Handler) *faultProxy {
 	}
 	p.serve(ln)
 	t.Cleanup(func() {
+		close(p.quit)
 		p.srv.Close()
 		p.serving.Wait()
 	})
@@ -204,11 +207,35 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "injected fault", http.StatusServiceUnavailable)
 		return
 	case cutBody:
+		if upload(r) { // the request's body: the connection drops after at bytes of it
+			io.CopyN(io.Discard, r.Body, st.at)
+			panic(http.ErrAbortHandler)
+		}
 		fw.cut = st.at
 	case stall:
+		if upload(r) { // the request's body: read no further, so that the client's writes block
+			io.CopyN(io.Discard, r.Body, st.at)
+			select {
+			case <-p.quit:
+			case <-time.After(time.Minute):
+			}
+			panic(http.ErrAbortHandler)
+		}
 		fw.stallAt, fw.stallFor = st.at, time.Minute // until the client goes
 	}
 	p.backend.ServeHTTP(fw, r)
+}
+
+// failedWrite reports whether err is a write to a connection the
+// server dropped, or that the client closed on the server's answer.
+func failedWrite(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// upload reports whether r writes an object (S3's PutObject, GCS's
+// media upload, Azure's Put Blob or Put Block): its faults hit its body.
+func upload(r *http.Request) bool {
+	return r.Method == http.MethodPut || r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/upload/")
 }
 
 // rangeOf is a request's Range (Azure's x-ms-range too).
@@ -250,6 +277,7 @@ func whole(rng string) bool { return rng == "" || rng == "bytes=0-" }
 // file of more than footerTail bytes under pq/.
 type retryFixture struct {
 	dir       string // ds/ and pq/
+	big       string // a file of 24 MiB to put, not in dir
 	shard     []byte // ds/train-0001.tar
 	shardList []string
 	rows      int
@@ -257,6 +285,13 @@ type retryFixture struct {
 
 func newRetryFixture(t *testing.T) *retryFixture {
 	f := &retryFixture{dir: t.TempDir(), rows: 60}
+	f.big = filepath.Join(t.TempDir(), "up.tar")
+	big := make([]byte, 24<<20)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < len(big); i += 8 {
+		binary.LittleEndian.PutUint64(big[i:], r.Uint64())
+	}
+	require.NoError(t, os.WriteFile(f.big, big, 0o644))
 	ds, pq := filepath.Join(f.dir, "ds"), filepath.Join(f.dir, "pq")
 	require.NoError(t, os.Mkdir(ds, 0o755))
 	require.NoError(t, os.Mkdir(pq, 0o755))
@@ -338,7 +373,9 @@ func TestRetryPolicy(t *testing.T) {
 	// once first).
 	type request struct {
 		name    string
-		note    map[string]string // by store: how the cell reads there
+		stores  []string                       // the stores it is made on; nil: all
+		is      map[faultKind]func(error) bool // by fault: the retried failure, where the failure's own is does not say
+		note    map[string]string              // by store: how the cell reads there
 		before  func(store string) []step
 		target  func(store string) func(*http.Request) bool
 		at      int64
@@ -437,6 +474,43 @@ func TestRetryPolicy(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, fx.rows, n)
 		},
+	}, {
+		// A cut drops the connection after 1000 bytes of the upload's
+		// body; a stall reads no more of it, so that the client's writes
+		// block, the file being larger than the sockets' buffers.
+		name:   "put",
+		stores: []string{"s3", "gcs", "azure"}, // HTTP cannot write
+		// A server that answers, or drops the connection, before it has
+		// read the body may meet the client still writing it: the
+		// client's failure is then its write's.
+		is: map[faultKind]func(error) bool{
+			closeEarly: func(err error) bool { return errors.Is(err, io.EOF) || failedWrite(err) },
+			cutBody:    func(err error) bool { return errors.Is(err, io.EOF) || failedWrite(err) },
+			status503: func(err error) bool {
+				var se *store.StatusError
+				return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable || failedWrite(err)
+			},
+			stall: func(err error) bool { // the Opener's Timeout, or the client's own wait for a response
+				var ne net.Error
+				return errors.Is(err, errIdle) || errors.As(err, &ne) && ne.Timeout()
+			},
+		},
+		target: func(string) func(*http.Request) bool {
+			return func(r *http.Request) bool {
+				return upload(r) && (strings.Contains(r.URL.Path, "up/train-0001.tar") || r.URL.Query().Get("name") == "up/train-0001.tar")
+			}
+		},
+		at:      1000,
+		retries: 1,
+		run: func(t *testing.T, o *Opener, base string) {
+			name := base + "up/train-0001.tar"
+			require.NoError(t, o.Put(context.Background(), name, fx.big))
+			got, err := readVia(o, context.Background(), name)
+			require.NoError(t, err)
+			want, err := os.ReadFile(fx.big)
+			require.NoError(t, err)
+			assert.True(t, slices.Equal(want, got), "the object put holds the file's bytes")
+		},
 	}}
 
 	stores := []struct {
@@ -455,6 +529,9 @@ func TestRetryPolicy(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			p, base := st.start(t)
 			for _, rq := range requests {
+				if rq.stores != nil && !slices.Contains(rq.stores, st.name) {
+					continue
+				}
 				for _, fl := range failures {
 					t.Run(rq.name+"/"+fl.name, func(t *testing.T) {
 						if note := rq.note[st.name]; note != "" {
@@ -485,7 +562,11 @@ func TestRetryPolicy(t *testing.T) {
 						assert.GreaterOrEqual(t, o.ReadRetries(), rq.retries, "ReadRetries counts the retries")
 						mu.Lock()
 						defer mu.Unlock()
-						assert.True(t, slices.ContainsFunc(retried, fl.is), "a retried failure is the one injected: %v", retried)
+						is := fl.is
+						if rq.is[fl.fault] != nil {
+							is = rq.is[fl.fault]
+						}
+						assert.True(t, slices.ContainsFunc(retried, is), "a retried failure is the one injected: %v", retried)
 					})
 				}
 			}

@@ -365,6 +365,11 @@ type endTracker struct {
 func (e *endTracker) Read(p []byte) (int, error) {
 	r := e.r
 	if e.buf != nil && len(p) >= directRead && e.buf.Buffered() == 0 {
+		// An error the buffer holds (its reader returned bytes with it)
+		// comes first: an empty read returns it.
+		if _, err := e.buf.Read(p[:0]); err != nil {
+			return 0, err
+		}
 		r = e.under
 	}
 	n, err := r.Read(p)

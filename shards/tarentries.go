@@ -24,6 +24,7 @@ import (
 // it has read nothing past the header it returns.
 type tarEntries struct {
 	r    *endTracker
+	err  error       // sticky, as archive/tar's
 	fr   *tar.Reader // archive/tar, while it reads the current entry
 	left int64       // the current entry's data not yet read (fr nil)
 	pad  int64       // and its padding to the next block
@@ -31,8 +32,18 @@ type tarEntries struct {
 	blk  [512]byte
 }
 
-// next returns the next entry's header, valid until the next call.
+// next returns the next entry's header, valid until the next call. A
+// header parsed here has its Typeflag, Name and Size only.
 func (e *tarEntries) next() (*tar.Header, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	h, err := e.nextEntry()
+	e.err = err
+	return h, err
+}
+
+func (e *tarEntries) nextEntry() (*tar.Header, error) {
 	if e.fr == nil {
 		if err := e.skip(); err != nil {
 			return nil, err
@@ -60,6 +71,9 @@ func (e *tarEntries) Read(p []byte) (int, error) {
 	}
 	if e.left == 0 {
 		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	n, err := e.r.Read(p[:min(int64(len(p)), e.left)])
 	e.left -= int64(n)

@@ -4,13 +4,16 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,9 +25,13 @@ func tarListing(next func() (*tar.Header, error), data io.Reader, read bool) []s
 	for {
 		h, err := next()
 		if err != nil {
-			return append(l, "end: "+err.Error())
+			_, again := next() // the end sticks
+			return append(l, "end: "+err.Error(), fmt.Sprint("then: ", again))
 		}
 		l = append(l, fmt.Sprintf("%q %q %d %v", h.Name, h.Typeflag, h.Size, h.PAXRecords))
+		if n, err := data.Read(nil); n != 0 || err != nil && err != io.EOF {
+			l = append(l, fmt.Sprint("empty read: ", n, err))
+		}
 		if read {
 			b, err := io.ReadAll(data)
 			l = append(l, fmt.Sprintf("data %d %x %v", len(b), sha256.Sum256(b), err))
@@ -34,6 +41,30 @@ func tarListing(next func() (*tar.Header, error), data io.Reader, read bool) []s
 
 // onlyReader hides all but Read.
 type onlyReader struct{ io.Reader }
+
+// failing reads as its reader does until at, then returns the bytes up
+// to at with errFailing, once, and reads on after it: a reader whose
+// failure comes with bytes, which a read buffer holds back.
+type failing struct {
+	r    io.Reader
+	at   int
+	done bool
+	off  int
+}
+
+var errFailing = errors.New("failing read")
+
+func (f *failing) Read(p []byte) (int, error) {
+	if !f.done && f.off+len(p) > f.at {
+		f.done = true
+		n, _ := f.r.Read(p[:f.at-f.off])
+		f.off += n
+		return n, errFailing
+	}
+	n, err := f.r.Read(p)
+	f.off += n
+	return n, err
+}
 
 // tarSeeds are tars of every kind of header: USTAR, PAX and GNU, long
 // and non-ASCII names, directories, links, global headers, base-256
@@ -97,6 +128,17 @@ func FuzzTarEntriesMatchArchiveTar(f *testing.F) {
 				e := &tarEntries{r: r}
 				require.Equal(t, want, tarListing(e.next, e, read), "%T, buffered %v, data read: %v", r.r, r.buf != nil, read)
 			}
+			// A read that fails with bytes, at any place: the failure is
+			// where archive/tar meets it, through the read buffer too.
+			if len(data) > 0 {
+				at := int(uint(len(data)*7919) % uint(len(data)))
+				tr := tar.NewReader(&failing{r: bytes.NewReader(data), at: at})
+				want := tarListing(tr.Next, tr, read)
+				under := &failing{r: bytes.NewReader(data), at: at}
+				br := bufio.NewReaderSize(under, 4096) // larger than a header: it holds failures back
+				e := &tarEntries{r: &endTracker{r: br, buf: br, under: under}}
+				require.Equal(t, want, tarListing(e.next, e, read), "failing at %d, data read: %v", at, read)
+			}
 		}
 	})
 }
@@ -130,5 +172,23 @@ func TestChecksums(t *testing.T) {
 		}
 		u, s := checksums(&b)
 		require.Equal(t, [2]int64{unsigned, signed}, [2]int64{u, s}, "block %d", k)
+	}
+}
+
+// A shard reader whose failure comes with bytes (the read buffer holds
+// it back until it has handed those out) fails the member it fell in,
+// wherever it falls: a read past the buffer must not step over it.
+func TestTarReaderFailureWithBytes(t *testing.T) {
+	member := bytes.Repeat([]byte{'x'}, 300<<10+100)
+	data := tarBytes(t, tarMember{name: "a.bin", data: member}, tarMember{name: "b.bin", data: member[:1000]})
+	for _, at := range []int{1000, 100 << 10, 200 << 10, 256 << 10, 300 << 10, 300<<10 + 600} {
+		r := NewTarReader("m.tar", io.NopCloser(&failing{r: bytes.NewReader(data), at: at}), 0)
+		var err error
+		for err == nil {
+			_, err = r.Next(context.Background())
+		}
+		r.Close()
+		require.ErrorIs(t, err, errFailing, "failing at %d", at)
+		assert.Contains(t, err.Error(), `shards: m.tar: member "a.bin"`, "failing at %d: the member it fell in", at)
 	}
 }
