@@ -36,10 +36,15 @@ it names, with its counts).`,
 }
 
 // readSchema and readNothing are the schema and decoder of a Source read
-// for its records alone.
+// for its records alone: eachRecord gives each record back through
+// Decode, and readNothing says that nothing of it is kept, so that the
+// Source reads the next records into its bytes.
 var (
 	readSchema  = collate.Schema{{Name: "none", DType: collate.Uint8}}
-	readNothing = func(context.Context, engine.Record, *engine.Slot) error { return nil }
+	readNothing = func(ctx context.Context, _ engine.Record, _ *engine.Slot) error {
+		shards.Release(ctx)
+		return nil
+	}
 )
 
 // openShards returns the Source of arg (see newShardsCmd), for reading
@@ -245,8 +250,10 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// eachRecord reads shard in of src record by record; a shard with more
-// or fewer records than its count is an error, as the loader's is.
+// eachRecord reads shard in of src (whose DecodeFunc is readNothing)
+// record by record, fn keeping nothing of a record once it returns; a
+// shard with more or fewer records than its count is an error, as the
+// loader's is.
 func eachRecord(ctx context.Context, src *shards.Source, in engine.ShardInfo, fn func(engine.Record) error) error {
 	rr, err := src.Open(ctx, in)
 	if err != nil {
@@ -266,6 +273,7 @@ func eachRecord(ctx context.Context, src *shards.Source, in engine.ShardInfo, fn
 		if err := fn(rec); err != nil {
 			return err
 		}
+		src.Decode(ctx, rec, nil) // readNothing: the record's buffers go back
 	}
 	if n != in.Samples {
 		return fmt.Errorf("%s: %d records, listed with %d", in.Name, n, in.Samples)
