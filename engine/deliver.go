@@ -64,13 +64,14 @@ func (r *run) take(k int) (*Batch, error) {
 			default: // the sampler's own
 				b.idx = p.indices
 			}
+			skipped := len(p.failed)
 			r.free = append(r.free, p)
 			r.mu.Unlock()
 			if err != nil {
 				r.l.recycle(b.buf, b.dev)
 				return nil, err
 			}
-			r.l.delivered(number)
+			r.l.delivered(number, skipped)
 			if b.n == 0 {
 				r.l.recycle(b.buf, b.dev)
 				return nil, nil

@@ -295,7 +295,12 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 		}
 	}
 	r := newRun(ctx, l, epoch, batches, workers)
-	r.offset, r.numbers, r.reader = l.pos.offset, numbers, reader
+	r.offset, r.numbers, r.reader, r.skipped = l.pos.offset, numbers, reader, l.pos.skipped
+	if resume != nil && l.cfg.OnError.SkipFraction > 0 { // the epoch's budget, not its rest's
+		if full, err := l.epochBatches(epoch, 0); err == nil {
+			r.budget = l.cfg.OnError.budget(full.count(), full.samples)
+		}
+	}
 	r.wg.Add(len(workers))
 	for _, w := range workers {
 		if w.runs != nil {
@@ -319,7 +324,7 @@ func (l *loader) track(epoch int, st *State, batches batchList) (numbers []int) 
 	unit := l.unit()
 	p := position{epoch: epoch, unit: unit, batches: batches.count(), ran: true}
 	if st != nil {
-		p.base, p.offset = st.Position, st.Position/unit
+		p.base, p.offset, p.skipped = st.Position, st.Position/unit, st.Skipped
 		if len(st.Done) > 0 { // increasing, checked by New: one merge, linear
 			numbers = make([]int, 0, batches.count())
 			done := st.Done
@@ -352,11 +357,12 @@ func dropDone(batches batchList, numbers []int, offset int) batchList {
 	return pickedBatches{batches, keep}
 }
 
-// delivered records batch number k of the running epoch as consumed: handed
-// to the consumer, or skipped whole.
-func (l *loader) delivered(k int) {
+// delivered records batch number k of the running epoch, with its
+// skipped samples, as consumed: handed to the consumer, or skipped whole.
+func (l *loader) delivered(k, skipped int) {
 	l.mu.Lock()
 	l.pos.deliver(k)
+	l.pos.skipped += skipped
 	l.mu.Unlock()
 }
 

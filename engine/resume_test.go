@@ -227,6 +227,7 @@ func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
 		{"negative position", func(st *engine.State) { st.Position = -4 }, "engine: Config.Resume: Position: -4, want >= 0"},
 		{"negative epoch", func(st *engine.State) { st.Epoch = -1 }, "engine: Config.Resume: Epoch: -1, want >= 0"},
 		{"negative batches", func(st *engine.State) { st.Batches = -2 }, "engine: Config.Resume: Batches: -2, want >= 0"},
+		{"negative skipped", func(st *engine.State) { st.Skipped = -1 }, "engine: Config.Resume: Skipped: -1, want >= 0"},
 		{"batch size 0", func(st *engine.State) { st.BatchSize = 0 }, "engine: Config.Resume: BatchSize: 0, want > 0"},
 		{"world size -1", func(st *engine.State) { st.WorldSize = -1 }, "engine: Config.Resume: WorldSize: -1, want > 0"},
 		{"unknown source", func(st *engine.State) { st.Kind = "mmap" }, `engine: Config.Resume: Kind: "mmap", want "map" or "iterable"`},
@@ -516,6 +517,7 @@ func TestResumeRefusesAnotherDatasetOrOrder(t *testing.T) {
 				assert.ErrorContains(t, err, "resume from the start of epoch")
 			} else {
 				assert.NoError(t, err)
+				assert.Contains(t, log.String(), "Config.Resume has no dataset fingerprint", "resumed unchecked, and said so")
 			}
 		})
 	}
@@ -560,5 +562,73 @@ func TestResumeWithAnotherBatchSize(t *testing.T) {
 		}
 		assert.Equal(t, order[12:], got, "BatchSize %d", size)
 		assert.Equal(t, 12/size, first, "BatchSize %d", size)
+	}
+}
+
+// A resumed epoch skips failing samples against the epoch's budget, as
+// the uninterrupted one: the samples skipped before the state count
+// (State.Skipped), and a SkipFraction is of the whole epoch, not of
+// what is left of it.
+func TestResumeKeepsTheSkipBudget(t *testing.T) {
+	t.Parallel()
+	const n = 10
+	failing := func(bad ...int) engine.Dataset {
+		return engine.DatasetFunc(n, indexSchema, func(ctx context.Context, s *engine.Slot) error {
+			if slices.Contains(bad, s.Index()) {
+				return fmt.Errorf("sample %d is bad", s.Index())
+			}
+			return fillIndex(ctx, s)
+		})
+	}
+	// run delivers epoch 0 from st (nil: its start), stopping after cut
+	// batches (-1: never); it returns the batches' indices, the state
+	// after the last and the epoch's error.
+	run := func(ds engine.Dataset, policy engine.ErrorPolicy, st *engine.State, cut int) (got [][]int, last engine.State, err error) {
+		l, err := engine.New(ds, engine.Config{BatchSize: 2, Seed: 1, Backend: "cpu", OnError: policy, Resume: st})
+		require.NoError(t, err)
+		defer l.Close()
+		for b, e := range l.Epoch(context.Background(), 0) {
+			if e != nil {
+				return got, last, e
+			}
+			got, last = append(got, b.Indices()), l.State()
+			if len(got) == cut {
+				break
+			}
+		}
+		return got, last, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		ds      engine.Dataset
+		policy  engine.ErrorPolicy
+		cut     int
+		skipped int    // in the state at the cut
+		fails   string // the uninterrupted epoch's error, "" for none
+	}{
+		{"Skip 1, a second failure after the cut", failing(2, 7), engine.ErrorPolicy{Skip: 1}, 2, 1, "more than 1 samples failed"},
+		{"SkipFraction 0.2 of 10, a failure after the cut", failing(9), engine.ErrorPolicy{SkipFraction: 0.2}, 3, 0, ""},
+		{"SkipFraction 0.2 of 10, one before and one after", failing(1, 9), engine.ErrorPolicy{SkipFraction: 0.2}, 3, 1, ""},
+		{"SkipFraction 0.1 of 10, one before and one after", failing(1, 9), engine.ErrorPolicy{SkipFraction: 0.1}, 3, 1, "more than 1 samples failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole, _, werr := run(tc.ds, tc.policy, nil, -1)
+			if tc.fails == "" {
+				require.NoError(t, werr)
+			} else {
+				require.ErrorContains(t, werr, tc.fails)
+			}
+			head, st, err := run(tc.ds, tc.policy, nil, tc.cut)
+			require.NoError(t, err)
+			require.Len(t, head, tc.cut)
+			assert.Equal(t, tc.skipped, st.Skipped, "State.Skipped at the cut")
+			tail, _, rerr := run(tc.ds, tc.policy, roundTrip(t, st), -1)
+			assert.Equal(t, whole, append(head, tail...), "the batches, cut and resumed, are the uninterrupted run's")
+			if tc.fails == "" {
+				assert.NoError(t, rerr)
+			} else {
+				assert.ErrorContains(t, rerr, tc.fails, "the resumed epoch fails where the uninterrupted one did")
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -52,6 +53,10 @@ type State struct {
 	// in order; with OutOfOrder, Done lists the ones delivered after them.
 	Batches int   `json:"batches"`
 	Done    []int `json:"done,omitempty"`
+	// Skipped is the samples this rank skipped (Config.OnError) in the
+	// epoch's batches delivered before the state: a resumed epoch charges
+	// the epoch's budget from there, as the uninterrupted one would have.
+	Skipped int `json:"skipped,omitempty"`
 
 	// What the position is valid for; New refuses a State that does not
 	// match, naming the field.
@@ -153,6 +158,8 @@ func (l *loader) checkResume(st *State, n int) error {
 		return bad("Position", "%d, want >= 0", st.Position)
 	case st.Batches < 0:
 		return bad("Batches", "%d, want >= 0", st.Batches)
+	case st.Skipped < 0:
+		return bad("Skipped", "%d, want >= 0", st.Skipped)
 	case st.BatchSize < 1:
 		return bad("BatchSize", "%d, want > 0", st.BatchSize)
 	case st.WorldSize < 1:
@@ -192,14 +199,16 @@ func (l *loader) checkResume(st *State, n int) error {
 
 // checkDataset refuses a state whose Dataset fingerprint differs from the
 // loader's, unless Config.ResumeChanged, which logs the differences.
-// A state saved before fingerprints existed resumes unchecked, but for a
-// position in a shuffled order of at most smallShuffle samples, whose
-// permutations changed since (TestShuffledIsUniform).
+// A state saved before fingerprints existed resumes unchecked, with a
+// warning, but for a position in a shuffled order of at most
+// smallShuffle samples, whose permutations changed since
+// (TestShuffledIsUniform).
 func (l *loader) checkDataset(st *State, n int) error {
 	if st.Dataset == nil {
 		if (st.Position > 0 || len(st.Done) > 0) && l.smallShuffle(n) {
 			return configError("Resume", "Dataset: the state has no dataset fingerprint, so it was saved before the shuffled orders of at most %d samples changed (to uniform permutations): its position would name other samples of this %d-sample dataset; resume from the start of epoch %d (Position 0)", smallShuffle, n, st.Epoch)
 		}
+		slog.Warn("engine: Config.Resume has no dataset fingerprint (saved before they existed, or edited): resuming without checking that it is the same dataset", "epoch", st.Epoch, "position", st.Position)
 		return nil
 	}
 	diff := l.fp.diff(st.Dataset)
@@ -237,6 +246,7 @@ type position struct {
 	offset  int          // batch number of this run's first batch
 	unit    int          // global units a delivered batch consumes: BatchSize×WorldSize, or WorldSize
 	prefix  int          // the batches from offset delivered in a row
+	skipped int          // samples skipped in the batches delivered, the resumed state's included
 	ahead   map[int]bool // the batches delivered after prefix, by number from offset
 	batches int          // batches in the epoch on this run
 	ran     bool
@@ -271,7 +281,7 @@ func (l *loader) State() State {
 	switch {
 	case !p.ran:
 		if r := l.cfg.Resume; r != nil { // not started yet: still where the saved state was
-			st.Epoch, st.Position, st.Batches, st.Done = r.Epoch, r.Position, r.Batches, slices.Clone(r.Done)
+			st.Epoch, st.Position, st.Batches, st.Done, st.Skipped = r.Epoch, r.Position, r.Batches, slices.Clone(r.Done), r.Skipped
 		}
 		return st
 	case p.prefix == p.batches:
@@ -280,6 +290,7 @@ func (l *loader) State() State {
 	}
 	st.Epoch = p.epoch
 	st.Batches = p.offset + p.prefix
+	st.Skipped = p.skipped
 	st.Position = p.base + p.prefix*p.unit
 	for i := range p.ahead {
 		st.Done = append(st.Done, p.offset+i)

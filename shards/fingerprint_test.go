@@ -3,9 +3,13 @@ package shards
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,4 +209,39 @@ func TestSourceFingerprintIsTheSameCachedOrNot(t *testing.T) {
 			assert.Equal(t, want, fp(Cache(dir, 1<<30)), "from the cache")
 		})
 	}
+}
+
+// A server that sends neither ETag nor Last-Modified leaves a shard's
+// size as all that identifies it: a rewrite of the same size would
+// resume unseen, so the Source says so, once.
+func TestSourceWarnsOfShardsWithoutAVersion(t *testing.T) {
+	dir := t.TempDir()
+	paths, _ := writeShards(t, dir, 4, 5)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := os.ReadFile(filepath.Join(dir, path.Base(r.URL.Path)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data) // the whole file, whatever the Range: no ETag, no Last-Modified
+	}))
+	defer srv.Close()
+	var urls []string
+	for _, p := range paths {
+		urls = append(urls, srv.URL+"/"+filepath.Base(p))
+	}
+	log := logs(t)
+	o := fastOpener()
+	defer o.CloseIdleConnections()
+	src := source(t, urls, UseOpener(o), IndexFile(""))
+	stateOf(t, src)
+	stateOf(t, src) // a second epoch's count: no second warning
+	assert.Equal(t, 1, strings.Count(log.String(), "gives no ETag or Last-Modified"), log.String())
+	assert.Contains(t, log.String(), "shards=2")
+
+	before := log.String()
+	versioned := newFaultServer(t) // http.FileServer: Last-Modified
+	vpaths, _ := writeShards(t, versioned.dir, 4)
+	stateOf(t, source(t, []string{versioned.URL + "/" + filepath.Base(vpaths[0])}, UseOpener(o), IndexFile("")))
+	assert.Equal(t, before, log.String(), "shards with a version: no warning")
 }

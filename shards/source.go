@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"math/bits"
 	"net/http"
@@ -75,7 +76,8 @@ type Source struct {
 	o      options
 	cache  *cache // nil without the Cache option
 
-	told atomic.Bool // Prefetch was called: the reader says what comes next
+	told          atomic.Bool // Prefetch was called: the reader says what comes next
+	warnedVersion atomic.Bool // the warning of shards without a version was logged
 
 	idMu    sync.Mutex
 	objects []string // what identifies each shard's content, from the last Shards
@@ -320,9 +322,13 @@ func (s *Source) Report() map[string]int64 {
 //     .meta (the content the cache serves); for a local one its size
 //     and a hash of 64 blocks of 4 KiB spread over it
 //     (engine.FingerprintData). So a shard rewritten under its name with
-//     the same count is told apart, while shards copied to another
-//     folder, bucket or node keep it; a shard moved between a local disk
-//     and a store (or HTTP) does not. Absent before Shards is called.
+//     the same count is told apart where its version or size changed or
+//     a sampled block did: not a local shard over 256 KiB edited in place
+//     between the blocks (a label fixed in a .cls), nor a remote one
+//     whose server sends neither ETag nor Last-Modified (a warning says
+//     so, once). Shards copied to another folder, bucket or node keep it;
+//     a shard moved between a local disk and a store (or HTTP) does not.
+//     Absent before Shards is called.
 //   - shards.parquet_columns: ParquetColumns, or "all", where a shard is
 //     a Parquet file.
 //   - shards.decoder.*: the parts of the DecoderFingerprint option's
@@ -418,7 +424,25 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 	s.objects = ids
 	s.parquet = slices.ContainsFunc(s.names, isParquet)
 	s.idMu.Unlock()
+	s.warnUnversioned(ids)
 	return out, nil
+}
+
+// warnUnversioned logs, once a Source, that remote shards came without a
+// version (their identity is their size alone: see Fingerprint).
+func (s *Source) warnUnversioned(ids []string) {
+	first, n := "", 0
+	for i, id := range ids {
+		if strings.HasPrefix(id, remoteIdentity("", -1)[:3]) { // `"" `: remoteIdentity without a version
+			if n++; n == 1 {
+				first = s.names[i]
+			}
+		}
+	}
+	if n > 0 && s.warnedVersion.CompareAndSwap(false, true) {
+		slog.Warn("shards: the server gives no ETag or Last-Modified, so a shard rewritten with the same size is not told apart when a saved State is resumed",
+			"shard", first, "shards", n)
+	}
 }
 
 // shardInfo returns the sample count of shard name (listed with listed
