@@ -218,13 +218,21 @@ func listLocal(prefix, path string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if !isShardName(e.Name()) {
-			continue
+		if !isShardName(e.Name()) || e.IsDir() {
+			continue // a folder, even named so, is not a shard
 		}
 		if !e.Type().IsRegular() {
-			fi, err := os.Stat(path + string(os.PathSeparator) + e.Name()) // a link to a file counts
-			if err != nil || !fi.Mode().IsRegular() {
+			// A link to a file counts, one to a folder is a folder; a
+			// pipe, a device, or a link to one or to nothing is a shard
+			// that cannot be read: an error, not a shard left out.
+			fi, err := os.Stat(path + string(os.PathSeparator) + e.Name())
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("shards: listing %s: %s: %w", prefix, e.Name(), err)
+			case fi.IsDir():
 				continue
+			case !fi.Mode().IsRegular():
+				return nil, fmt.Errorf("shards: listing %s: %s is not a regular file (%v)", prefix, e.Name(), fi.Mode().Type())
 			}
 		}
 		names = append(names, prefix+e.Name())

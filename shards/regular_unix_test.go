@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,4 +174,38 @@ func TestLocalFilesNotRegular(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A shard in a local folder that cannot be read (a pipe, a link to a
+// device, to nothing or to itself) fails the listing, naming it: left
+// out, it would shrink the dataset without a word. A folder, or a link
+// to one, even named as a shard, is not a shard.
+func TestListLocalFolderRefusesUnreadableShards(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "is not a regular file (p"},
+		{"link to /dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "is not a regular file (D"},
+		{"link to nothing", func(p string) error { return os.Symlink(p+".missing", p) }, "no such file"},
+		{"link loop", func(p string) error { return os.Symlink(p, p) }, "too many levels of symbolic links"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeShards(t, dir, 3)
+			require.NoError(t, tc.make(filepath.Join(dir, "train-0001.tar")))
+			_, err := List(context.Background(), nil, dir+"/")
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "train-0001.tar")
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	dir := t.TempDir()
+	writeShards(t, dir, 3)
+	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(dir, "linked.tar")))
+	names, err := List(context.Background(), nil, dir+"/")
+	require.NoError(t, err)
+	assert.Equal(t, []string{dir + "/train-0000.tar"}, names, "a link to a folder is a folder")
 }

@@ -46,9 +46,11 @@ func isMeta(name string) bool {
 // bytes keyed by extension. Directories, global PAX headers and WebDataset
 // metadata members are skipped; long names (PAX or GNU) are read whole. A
 // member without a key, a repeated extension within a sample, a link, a
-// device, a pipe or a sparse file, a member larger than the limit and a
+// device, a pipe or a sparse file, a member larger than the limit, a
 // truncated tar (cut inside a member or before the end-of-archive blocks)
-// are errors naming the shard and the member. It is an
+// and anything but zeros (1 MiB at most) after the end-of-archive blocks
+// (zeroed blocks inside the shard read as its end) are errors naming the
+// shard and the member. It is an
 // engine.RecordReader.
 type TarReader struct {
 	shard     string
@@ -262,6 +264,9 @@ func (t *TarReader) header() (*tar.Header, error) {
 		case t.end.n < t.dataEnd+512:
 			return nil, t.errorf("truncated after member %q: no end-of-archive blocks", t.last)
 		}
+		if err := t.trailer(); err != nil {
+			return nil, err
+		}
 		return nil, io.EOF
 	}
 	if err != nil {
@@ -292,6 +297,36 @@ func (t *TarReader) header() (*tar.Header, error) {
 		return nil, t.errorf("member %q has no sample key: want key.extension, as WebDataset names members", h.Name)
 	}
 	return h, nil
+}
+
+// maxTrailer is the most a tar may hold after its end-of-archive blocks:
+// zeros to the end of its last record (10 KiB by default; GNU tar's
+// largest blocking factor makes 1 MiB records).
+const maxTrailer = 1 << 20
+
+// trailer checks what follows the end-of-archive blocks: zeros, and at
+// most maxTrailer of them. Anything else is a shard whose end came too
+// soon (blocks of zeros inside it read as the end: a disk or copy fault)
+// or one with other bytes after it, which would otherwise lose its
+// samples without a word.
+func (t *TarReader) trailer() error {
+	end := t.end.n
+	var buf [4096]byte
+	for {
+		n, err := t.end.Read(buf[:])
+		if i := slices.IndexFunc(buf[:n], func(c byte) bool { return c != 0 }); i >= 0 {
+			return t.errorf("a byte that is not zero at byte %d, after the end-of-archive blocks (which end at byte %d): zeroed blocks inside the shard cut it short, or something follows it", t.end.n-int64(n)+int64(i), end)
+		}
+		if t.end.n-end > maxTrailer {
+			return t.errorf("more than %d bytes after the end-of-archive blocks (which end at byte %d)", maxTrailer, end)
+		}
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return t.readErr(err, "after the end-of-archive blocks")
+		}
+	}
 }
 
 // typeName names a tar member type.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,4 +227,54 @@ func TestTarReaderBufferReusedAfterClose(t *testing.T) {
 	assert.ErrorContains(t, err, "a.tar: read after Close")
 	_, err = ra.Count(context.Background())
 	assert.ErrorContains(t, err, "a.tar: read after Close")
+}
+
+// What follows a tar's end-of-archive blocks must be zeros, a record's
+// worth at most: blocks of zeros inside a shard (a disk or copy fault)
+// read as its end, and the samples after them would be lost without a
+// word. Next and Count say so alike.
+func TestTarTrailer(t *testing.T) {
+	t.Parallel()
+	var ms []tarMember
+	for id := range 6 {
+		ms = append(ms, sampleMembers(id)...)
+	}
+	whole := tarBytes(t, ms...)
+	zeroed := slices.Clone(whole)
+	clear(zeroed[6144 : 6144+4096]) // mid-shard
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string // "" for none
+	}{
+		{"as written", whole, ""},
+		{"padded to a 10 KiB record, as tar and Python write", append(slices.Clone(whole), make([]byte, 10240-len(whole)%10240)...), ""},
+		{"padded with 1 MiB of zeros", append(slices.Clone(whole), make([]byte, 1<<20-1024)...), ""},
+		{"zeroed blocks inside", zeroed, "a byte that is not zero at byte"},
+		{"another file after it", append(slices.Clone(whole), whole...), "a byte that is not zero at byte"},
+		{"2 MiB of zeros after it", append(slices.Clone(whole), make([]byte, 2<<20)...), "more than 1048576 bytes after the end-of-archive blocks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewTarReader("z.tar", io.NopCloser(bytes.NewReader(tc.data)), 0)
+			n, err := 0, error(nil)
+			for err == nil {
+				if _, err = r.Next(context.Background()); err == nil {
+					n++
+				}
+			}
+			r.Close()
+			c := NewTarReader("z.tar", io.NopCloser(bytes.NewReader(tc.data)), 0)
+			count, cerr := c.Count(context.Background())
+			c.Close()
+			if tc.want == "" {
+				assert.Equal(t, io.EOF, err)
+				assert.Equal(t, 6, n)
+				assert.NoError(t, cerr)
+				assert.Equal(t, 6, count)
+				return
+			}
+			assert.ErrorContains(t, err, "shards: z.tar: "+tc.want)
+			assert.ErrorContains(t, cerr, "shards: z.tar: "+tc.want)
+		})
+	}
 }

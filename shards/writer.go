@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // WriterConfig configures a Writer.
@@ -278,11 +279,7 @@ func (w *Writer) Close() (Index, error) {
 	if err != nil {
 		return Index{}, err
 	}
-	tmp := filepath.Join(w.dir, ".shardlist.json.tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return Index{}, fmt.Errorf("shards: Writer: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(w.dir, "shardlist.json")); err != nil {
+	if err := regfile.WriteFile(filepath.Join(w.dir, "shardlist.json"), append(data, '\n'), 0o644); err != nil {
 		return Index{}, fmt.Errorf("shards: Writer: %w", err)
 	}
 	return w.list, nil

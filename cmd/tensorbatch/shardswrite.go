@@ -402,7 +402,7 @@ func writeClasses(dir string, classes []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "classes.json"), append(data, '\n'), 0o644)
+	return regfile.WriteFile(filepath.Join(dir, "classes.json"), append(data, '\n'), 0o644)
 }
 
 // parseBytes reads a size: 1048576, 512KiB, 256MiB, 1GiB, 500MB, 2GB.

@@ -10,8 +10,11 @@
 // Open opens a file to read as it goes (a shard, read in place); ReadFile
 // reads one whole (an index, a .meta, a list); Buffer.Read reads one
 // whole into memory it reuses, with no allocation on Linux (an image);
-// Map maps one read-only (a token file). Writes are not this package's:
-// the shard cache writes its downloads and lock files itself.
+// Map maps one read-only (a token file). WriteFile writes a small file
+// whole (a shard list), by a temporary file renamed over it, so that a
+// FIFO or link in its place is replaced, never opened. Other writes are
+// not this package's: the shard cache writes its downloads and lock
+// files itself, and shards, through temporary files of random names.
 //
 // Errors are *fs.PathError values naming the path: a file of another
 // kind wraps ErrNotRegular and says what it is ("a named pipe (FIFO)",

@@ -21,7 +21,9 @@ import (
 // read a file they open themselves) other than through this package. A
 // reference to one, called or not, is a finding.
 var opens = map[string][]string{
-	"os": {"Open", "OpenFile", "ReadFile", "DirFS", "OpenRoot", "OpenInRoot", "NewFile"},
+	// os.WriteFile and os.Create open an existing path as it is: a FIFO
+	// blocks them, a link is followed (regfile.WriteFile replaces it).
+	"os": {"Open", "OpenFile", "ReadFile", "DirFS", "OpenRoot", "OpenInRoot", "NewFile", "WriteFile", "Create"},
 	// ioutil.ReadDir opens with os.Open: a FIFO blocks it. (os.ReadDir
 	// opens with O_DIRECTORY: anything but a directory fails without
 	// blocking, and it reads names, not data.)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,4 +86,35 @@ func TestProcFile(t *testing.T) {
 		_, err = read(p, 10)
 		assert.ErrorIs(t, err, regfile.ErrTooLarge, name)
 	}
+}
+
+// WriteFile replaces what its path names, a FIFO (which an open would
+// block on) or a link (which an open would follow), leaving the link's
+// target and nothing else behind.
+func TestWriteFileReplacesAFIFOOrALink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	target := filepath.Join(dir, "target")
+	require.NoError(t, os.WriteFile(target, []byte("keep"), 0o644))
+	link := filepath.Join(dir, "link.json")
+	require.NoError(t, os.Symlink(target, link))
+	for _, path := range []string{fifo, link, filepath.Join(dir, "new.json")} {
+		require.NoError(t, regfile.WriteFile(path, []byte("{}\n"), 0o640))
+		fi, err := os.Lstat(path)
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "%s is a regular file now", path)
+		assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
+		data, err := regfile.ReadFile(path, 0)
+		require.NoError(t, err)
+		assert.Equal(t, "{}\n", string(data))
+	}
+	data, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(data), "the link's target is untouched")
+	names, err := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	require.NoError(t, err)
+	assert.Empty(t, names, "no temporary file is left")
+	assert.Error(t, regfile.WriteFile(filepath.Join(dir, "no", "such", "dir.json"), nil, 0o644))
 }
