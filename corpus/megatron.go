@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"math/bits"
@@ -161,6 +162,84 @@ func megatronCode(dt collate.DType) (uint8, bool) {
 	return 0, false
 }
 
+// megatronHeaderBytes is a Megatron .idx's header: its magic, version,
+// dtype code and the sequence and document counts.
+const megatronHeaderBytes = 9 + 8 + 1 + 8 + 8
+
+// megatronHeader checks the header at the start of head, a .idx of size
+// bytes, and returns its dtype and counts: the counts must fill the file
+// exactly (see parseMegatronIndex), so that its size is checked before
+// the rest is read.
+func megatronHeader(name string, head []byte, size int64) (dt collate.DType, nseq, ndoc uint64, err error) {
+	const header = megatronHeaderBytes
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%s: %s: %s", name, field, fmt.Sprintf(format, args...))
+	}
+	if len(head) < header {
+		if len(head) >= 9 && !bytes.Equal(head[:9], megatronMagic) {
+			return 0, 0, 0, bad("magic", "%q, want %q (not a Megatron indexed dataset)", head[:9], megatronMagic)
+		}
+		return 0, 0, 0, bad("header", "%d bytes, want %d", size, header)
+	}
+	if !bytes.Equal(head[:9], megatronMagic) {
+		return 0, 0, 0, bad("magic", "%q, want %q (not a Megatron indexed dataset)", head[:9], megatronMagic)
+	}
+	if v := binary.LittleEndian.Uint64(head[9:]); v != 1 {
+		return 0, 0, 0, bad("version", "%d, want 1", v)
+	}
+	code := head[17]
+	dt, ok := megatronDTypes[code]
+	if !ok {
+		what := "unknown"
+		if code == 6 || code == 7 {
+			what = "a float type, not token ids"
+		}
+		return 0, 0, 0, bad("dtype", "code %d (%s), want 1-5 or 8", code, what)
+	}
+	nseq = binary.LittleEndian.Uint64(head[18:])
+	ndoc = binary.LittleEndian.Uint64(head[26:])
+	rest := uint64(size - header)
+	if nseq > rest/12 || nseq > math.MaxInt32 {
+		return 0, 0, 0, bad("sequence count", "%d: the file holds %d bytes after the header, room for %d sequences", nseq, rest, rest/12)
+	}
+	if ndoc > (rest-12*nseq)/8 {
+		return 0, 0, 0, bad("document count", "%d: the file holds %d bytes after the sequences, room for %d", ndoc, rest-12*nseq, (rest-12*nseq)/8)
+	}
+	if ndoc == 0 {
+		return 0, 0, 0, bad("document count", "0, want at least 1 (the document indices start with 0)")
+	}
+	// The tables end the file; a multimodal index (Megatron's
+	// multimodal=True) follows them with a byte a sequence, its modes.
+	if after := rest - 12*nseq; after != 8*ndoc && after != 8*ndoc+nseq {
+		return 0, 0, 0, bad("document count", "%d: the file holds %d bytes after the sequences, want %d (or %d with a multimodal index's sequence modes)", ndoc, after, 8*ndoc, 8*ndoc+nseq)
+	}
+	return dt, nseq, ndoc, nil
+}
+
+// readMegatronIndexFile reads the .idx at path whole, once its header
+// has been checked against its size: a file whose counts do not fill it
+// is refused before the rest of it is read.
+func readMegatronIndexFile(path string) ([]byte, error) {
+	f, err := regfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, megatronHeaderBytes)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, _, _, err := megatronHeader(path, head[:n], fi.Size()); err != nil {
+		return nil, err
+	}
+	return regfile.ReadFile(path, min(fi.Size(), maxMegatronIndexBytes))
+}
+
 // parseMegatronIndex parses the .idx bytes data of file name, checking
 // every count against len(data) and every sequence against a .bin of
 // binSize bytes before using it, and the invariants of Megatron's format:
@@ -169,48 +248,14 @@ func megatronCode(dt collate.DType) (uint8, bool) {
 // document indices run from 0 to the sequence count, never decreasing.
 // An error names the file, the table and the entry.
 func parseMegatronIndex(name string, data []byte, binSize int64) (*megatronIndex, error) {
-	const header = 9 + 8 + 1 + 8 + 8
+	dt, nseq, ndoc, err := megatronHeader(name, data, int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%s: %s: %s", name, field, fmt.Sprintf(format, args...))
 	}
-	if len(data) < header {
-		if len(data) >= 9 && !bytes.Equal(data[:9], megatronMagic) {
-			return nil, bad("magic", "%q, want %q (not a Megatron indexed dataset)", data[:9], megatronMagic)
-		}
-		return nil, bad("header", "%d bytes, want %d", len(data), header)
-	}
-	if !bytes.Equal(data[:9], megatronMagic) {
-		return nil, bad("magic", "%q, want %q (not a Megatron indexed dataset)", data[:9], megatronMagic)
-	}
-	if v := binary.LittleEndian.Uint64(data[9:]); v != 1 {
-		return nil, bad("version", "%d, want 1", v)
-	}
-	code := data[17]
-	dt, ok := megatronDTypes[code]
-	if !ok {
-		what := "unknown"
-		if code == 6 || code == 7 {
-			what = "a float type, not token ids"
-		}
-		return nil, bad("dtype", "code %d (%s), want 1-5 or 8", code, what)
-	}
-	nseq := binary.LittleEndian.Uint64(data[18:])
-	ndoc := binary.LittleEndian.Uint64(data[26:])
-	rest := uint64(len(data) - header)
-	if nseq > rest/12 || nseq > math.MaxInt32 {
-		return nil, bad("sequence count", "%d: the file holds %d bytes after the header, room for %d sequences", nseq, rest, rest/12)
-	}
-	if ndoc > (rest-12*nseq)/8 {
-		return nil, bad("document count", "%d: the file holds %d bytes after the sequences, room for %d", ndoc, rest-12*nseq, (rest-12*nseq)/8)
-	}
-	if ndoc == 0 {
-		return nil, bad("document count", "0, want at least 1 (the document indices start with 0)")
-	}
-	// The tables end the file; a multimodal index (Megatron's
-	// multimodal=True) follows them with a byte a sequence, its modes.
-	if after := rest - 12*nseq; after != 8*ndoc && after != 8*ndoc+nseq {
-		return nil, bad("document count", "%d: the file holds %d bytes after the sequences, want %d (or %d with a multimodal index's sequence modes)", ndoc, after, 8*ndoc, 8*ndoc+nseq)
-	}
+	const header = megatronHeaderBytes
 	es := int64(dt.Size())
 	x := &megatronIndex{dtype: dt, lengths: make([]int32, nseq), pointers: make([]int64, nseq), docs: make([]int64, ndoc)}
 	off := header
@@ -286,7 +331,7 @@ func Megatron(prefix string, cfg MegatronConfig) (*MegatronDataset, error) {
 			bin.close()
 		}
 	}()
-	data, err := regfile.ReadFile(idxPath, maxMegatronIndexBytes)
+	data, err := readMegatronIndexFile(idxPath)
 	if err != nil {
 		return nil, fmt.Errorf("corpus: Megatron: %w", err)
 	}

@@ -3,8 +3,10 @@
 package corpus
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -100,4 +102,31 @@ func TestTokenFileNotRegular(t *testing.T) {
 			assert.ErrorContains(t, err, what)
 		})
 	}
+}
+
+// A .idx whose header's counts do not fill it is refused from its header
+// and its size, before the rest is read: a sparse file of GBs with a
+// valid header costs no memory.
+func TestMegatronIndexSizeCheckedFirst(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "big")
+	idx := make([]byte, 34)
+	copy(idx, megatronMagic)
+	binary.LittleEndian.PutUint64(idx[9:], 1)
+	idx[17] = 8 // uint16
+	binary.LittleEndian.PutUint64(idx[18:], 2)
+	binary.LittleEndian.PutUint64(idx[26:], 3)
+	require.NoError(t, os.WriteFile(prefix+".idx", idx, 0o644))
+	require.NoError(t, os.Truncate(prefix+".idx", 3<<30)) // sparse: 3 GiB of zeros after the header
+	require.NoError(t, os.WriteFile(prefix+".bin", make([]byte, 8), 0o644))
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadMegatronIndex(prefix)
+	_, err2 := Megatron(prefix, MegatronConfig{SeqLength: 1})
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	for _, err := range []error{err, err2} {
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "document count: 3: the file holds 3221225414 bytes after the sequences, want 24")
+	}
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "nothing of the file's size allocated")
 }

@@ -377,7 +377,7 @@ func ReadMegatronIndex(prefix string) (*MegatronIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("corpus: ReadMegatronIndex: %w", err)
 	}
-	data, err := regfile.ReadFile(prefix+".idx", maxMegatronIndexBytes)
+	data, err := readMegatronIndexFile(prefix + ".idx")
 	if err != nil {
 		return nil, fmt.Errorf("corpus: ReadMegatronIndex: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tensorbatch/tensorbatch/engine"
+	"github.com/tensorbatch/tensorbatch/shards/store"
 )
 
 // notRegular replaces the file at path by one of another kind: "fifo", a
@@ -208,4 +209,55 @@ func TestListLocalFolderRefusesUnreadableShards(t *testing.T) {
 	names, err := List(context.Background(), nil, dir+"/")
 	require.NoError(t, err)
 	assert.Equal(t, []string{dir + "/train-0000.tar"}, names, "a link to a folder is a folder")
+}
+
+// A configuration file that a store's SDK opens by name, made a FIFO (or
+// a link to a device), is a one-line error naming it, at once: the SDK's
+// own open would block forever.
+func TestStoreConfigFilesNotRegular(t *testing.T) {
+	for _, tc := range []struct {
+		name, url, env string
+		set            map[string]string
+	}{
+		{"s3 config", "s3://data/a.tar", "AWS_CONFIG_FILE", nil},
+		{"s3 credentials", "s3://data/a.tar", "AWS_SHARED_CREDENTIALS_FILE", nil},
+		{"s3 web identity", "s3://data/a.tar", "AWS_WEB_IDENTITY_TOKEN_FILE", nil},
+		{"gs", "gs://data/a.tar", "GOOGLE_APPLICATION_CREDENTIALS", nil},
+		{"az", "az://data/a.tar", "AZURE_FEDERATED_TOKEN_FILE", map[string]string{"AZURE_STORAGE_ACCOUNT": "mydata"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearStoreEnv(t)
+			fifo := filepath.Join(t.TempDir(), "fifo")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+			t.Setenv(tc.env, fifo)
+			for k, v := range tc.set {
+				t.Setenv(k, v)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := (&Opener{}).Open(context.Background(), tc.url)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				assert.ErrorContains(t, err, tc.env+" ("+fifo+"): ")
+				assert.ErrorContains(t, err, "named pipe")
+				var ce *store.ConfigError
+				assert.ErrorAs(t, err, &ce)
+			case <-time.After(10 * time.Second):
+				w, _ := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0) // lets a blocked open go on
+				if w != nil {
+					w.Close()
+				}
+				t.Fatal("the store's open blocks on a FIFO")
+			}
+		})
+	}
+	clearStoreEnv(t) // the default ~/.aws/config, as a link to a device
+	home := os.Getenv("HOME")
+	require.NoError(t, os.Mkdir(filepath.Join(home, ".aws"), 0o755))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(home, ".aws", "config")))
+	_, err := (&Opener{}).Open(context.Background(), "s3://data/a.tar")
+	assert.ErrorContains(t, err, "the default of AWS_CONFIG_FILE ("+filepath.Join(home, ".aws", "config")+"): ")
 }

@@ -33,3 +33,21 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// Check reports, without opening it, whether path names a regular file
+// (following links): for a file that another library opens by name (a
+// credentials file, a shared library), whose open would block on a FIFO.
+// A missing file is fs.ErrNotExist; another kind wraps ErrNotRegular.
+func Check(path string) error {
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return notRegular(path, fi.Mode())
+	}
+	return nil
+}

@@ -56,6 +56,9 @@ func NewClient(options *azblob.ClientOptions) (*azblob.Client, error) {
 		}
 		return azblob.NewClientWithSharedKeyCredential(u, cred, options)
 	}
+	if err := store.CheckFiles("AZURE_FEDERATED_TOKEN_FILE", "", "AZURE_CLIENT_CERTIFICATE_PATH", ""); err != nil {
+		return nil, err
+	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
 		return nil, &store.ConfigError{Msg: "Azure identity (DefaultAzureCredential): " + firstLine(err.Error()), Err: err}

@@ -72,6 +72,9 @@ func open(ctx context.Context, h store.HTTP) (store.Store, error) {
 		s.endpoint = strings.TrimSuffix(e, "/")
 		return s, nil
 	}
+	if err := store.CheckFiles("GOOGLE_APPLICATION_CREDENTIALS", gcloudFile()); err != nil {
+		return nil, err
+	}
 	none := "none found: set GOOGLE_APPLICATION_CREDENTIALS to a service account's key file, run gcloud auth application-default login, or run on Google Cloud (STORAGE_EMULATOR_HOST for an emulator)"
 	if noMetadataServer() {
 		return nil, &store.ConfigError{Msg: "Google Application Default Credentials: " + none + "; NO_GCE_CHECK is set, so no metadata server was asked"}
@@ -99,13 +102,18 @@ func noMetadataServer() bool {
 	if off, _ := strconv.ParseBool(os.Getenv("NO_GCE_CHECK")); !off || os.Getenv("GOOGLE_APPLICATION_CREDENTIALS") != "" {
 		return false
 	}
-	// Where golang.org/x/oauth2/google looks for gcloud's file.
+	_, err := os.Stat(gcloudFile())
+	return err != nil
+}
+
+// gcloudFile is where golang.org/x/oauth2/google looks for gcloud's
+// Application Default Credentials.
+func gcloudFile() string {
 	dir := filepath.Join(os.Getenv("HOME"), ".config", "gcloud")
 	if runtime.GOOS == "windows" {
 		dir = filepath.Join(os.Getenv("APPDATA"), "gcloud")
 	}
-	_, err := os.Stat(filepath.Join(dir, "application_default_credentials.json"))
-	return err != nil
+	return filepath.Join(dir, "application_default_credentials.json")
 }
 
 func (s *gcsStore) bucketURL(bucket string) string {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,6 +63,15 @@ func open(ctx context.Context, h store.HTTP) (store.Store, error) {
 // AWS CLI does for one; without a region, us-east-1. optFns adjust the
 // client's options last.
 func NewClient(ctx context.Context, optFns ...func(*s3.Options)) (*s3.Client, error) {
+	home, _ := os.UserHomeDir()
+	if err := store.CheckFiles(
+		"AWS_CONFIG_FILE", filepath.Join(home, ".aws", "config"),
+		"AWS_SHARED_CREDENTIALS_FILE", filepath.Join(home, ".aws", "credentials"),
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "",
+		"AWS_CA_BUNDLE", "",
+	); err != nil {
+		return nil, err
+	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("AWS configuration: %w", err)

@@ -24,10 +24,13 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // Store reads one object store by bucket and key.
@@ -169,6 +172,30 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return e.Msg }
 func (e *ConfigError) Unwrap() error { return e.Err }
+
+// CheckFiles refuses, as a ConfigError naming it, a configuration file
+// that a store's SDK would open by name and that is not a regular file
+// (a FIFO blocks the SDK's open forever): each of names is an
+// environment variable naming a file, else, where it is unset, the
+// default path that follows it ("" for none). Unset variables without a
+// default, and files that do not exist, pass: the SDK says what is
+// missing. So does os.DevNull, the usual way to say "no file" (reads
+// of it end at once).
+func CheckFiles(names ...string) error {
+	for i := 0; i+1 < len(names); i += 2 {
+		what, path := names[i], os.Getenv(names[i])
+		if path == "" {
+			what, path = "the default of "+names[i], names[i+1]
+		}
+		if path == "" || path == os.DevNull {
+			continue
+		}
+		if err := regfile.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &ConfigError{Msg: fmt.Sprintf("%s (%s): %v", what, path, err), Err: err}
+		}
+	}
+	return nil
+}
 
 // RangeHeader is the HTTP Range of n bytes from off (n < 0: to the end),
 // "" for the whole object.
