@@ -182,6 +182,13 @@ type IDX struct {
 // keeps only the first limit entries of the outermost dimension (and
 // Dims[0] says how many it kept).
 func ReadIDX(r io.Reader, limit int) (IDX, error) {
+	return readIDX(r, limit, nil)
+}
+
+// readIDX is ReadIDX; check, where not nil, is given the bytes the
+// header declares (its own included) before anything is allocated for
+// them, and may refuse them.
+func readIDX(r io.Reader, limit int, check func(declared int64) error) (IDX, error) {
 	var magic [4]byte
 	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return IDX{}, fmt.Errorf("header: %w", err)
@@ -204,15 +211,31 @@ func ReadIDX(r io.Reader, limit int) (IDX, error) {
 			}
 		}
 	}
-	if limit > 0 && limit < dims[0] {
-		dims[0] = limit
-	}
 	if rowBytes > 0 && int64(dims[0]) > (1<<62)/rowBytes {
 		return IDX{}, fmt.Errorf("header: dimensions %v too large", dims)
 	}
+	if check != nil {
+		if err := check(4 + 4*int64(len(dims)) + int64(dims[0])*rowBytes); err != nil {
+			return IDX{}, fmt.Errorf("dimensions %v: %w", dims, err)
+		}
+	}
+	if limit > 0 && limit < dims[0] {
+		dims[0] = limit
+	}
 	want := int64(dims[0]) * rowBytes
-	// Read what exists, up to the declared size: never allocate by the header alone.
-	data, err := io.ReadAll(io.LimitReader(r, want))
+	var data []byte
+	var err error
+	if check != nil { // the size is the file's: allocated once
+		data = make([]byte, want)
+		var n int
+		n, err = io.ReadFull(r, data)
+		data = data[:n]
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			err = nil // said below
+		}
+	} else { // read what exists, up to the declared size: never allocate by the header alone
+		data, err = io.ReadAll(io.LimitReader(r, want))
+	}
 	if err != nil {
 		return IDX{}, err
 	}
@@ -233,7 +256,37 @@ func readIDXFile(path string, limit int) (IDX, error) {
 		return IDX{}, fmt.Errorf("datasets: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return IDX{}, fmt.Errorf("datasets: %w", err)
+	}
+	// The header's dimensions must agree with the file's size, or with
+	// the size a gzip file's trailer gives (modulo 2^32), before the data
+	// are allocated: a few bytes must not declare, or a small .gz
+	// inflate to, GBs that no one asked for.
+	check := func(declared int64) error {
+		if declared != fi.Size() {
+			return fmt.Errorf("declare %d bytes, the file has %d", declared, fi.Size())
+		}
+		return nil
+	}
 	var r io.Reader = bufio.NewReader(f)
+	if strings.HasSuffix(path, ".gz") {
+		var isize [4]byte
+		if fi.Size() < 18 { // a gzip header and trailer
+			return IDX{}, fmt.Errorf("datasets: %s: %d bytes, too short for a gzip file", path, fi.Size())
+		}
+		if _, err := f.ReadAt(isize[:], fi.Size()-4); err != nil {
+			return IDX{}, fmt.Errorf("datasets: %s: %w", path, err)
+		}
+		size := binary.LittleEndian.Uint32(isize[:])
+		check = func(declared int64) error {
+			if uint32(declared) != size {
+				return fmt.Errorf("declare %d bytes, the gzip file's trailer says %d (modulo 2^32)", declared, size)
+			}
+			return nil
+		}
+	}
 	if strings.HasSuffix(path, ".gz") {
 		z, err := gzip.NewReader(r)
 		if err != nil {
@@ -242,7 +295,7 @@ func readIDXFile(path string, limit int) (IDX, error) {
 		defer z.Close()
 		r = z
 	}
-	idx, err := ReadIDX(r, limit)
+	idx, err := readIDX(r, limit, check)
 	if err != nil {
 		return IDX{}, fmt.Errorf("datasets: %s: %w", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -230,5 +231,25 @@ func TestFashionMNIST(t *testing.T) {
 		for c := range counts {
 			assert.Equal(t, n/10, counts[c], "Fashion-MNIST is balanced: class %d", c)
 		}
+	}
+}
+
+// An IDX file's header must agree with the file's size, or a .gz's with
+// the size its trailer gives, before the data are allocated: a small
+// file cannot make MNIST allocate the GBs its header declares.
+func TestIDXFileDeclaresItsOwnSize(t *testing.T) {
+	t.Parallel()
+	for _, gz := range []bool{false, true} {
+		dir := tiny(t, 2, gz)
+		ext := map[bool]string{false: "", true: ".gz"}[gz]
+		images := make([]byte, 1<<20) // 1 MiB of zeros: a few KB gzipped
+		write(t, dir, "train-images-idx3-ubyte"+ext, idx([]uint32{1 << 21, 28, 28}, images))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := datasets.MNIST(dir, "train", 0)
+		runtime.ReadMemStats(&after)
+		require.Error(t, err, "gz %v", gz)
+		assert.ErrorContains(t, err, "dimensions [2097152 28 28]: declare 1644167184 bytes")
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "gz %v: allocated by the header", gz)
 	}
 }
