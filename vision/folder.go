@@ -86,6 +86,10 @@ func isDir(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// maxFolderPaths is the most paths through links by which a folder of
+// an ImageFolder may be reached.
+const maxFolderPaths = 1000
+
 // walkClass appends the images under dir as torchvision's make_dataset
 // does: sorted(os.walk(dir, followlinks=True)), each folder's files
 // sorted.
@@ -95,6 +99,7 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 		files []string
 	}
 	var folders []folder
+	visits := map[string]int{} // of each folder, resolved
 	var walk func(path string, up []string) error
 	walk = func(path string, up []string) error {
 		if real, err := filepath.EvalSymlinks(path); err == nil {
@@ -102,6 +107,13 @@ func walkClass(samples []Sample, dir string, label int, exts []string) ([]Sample
 				return nil // a link cycle: os.walk would loop until the path is too long
 			}
 			up = append(up, real) // the folders above, resolved
+			// Links may reach a folder by many paths, each listing its
+			// images again, as os.walk does; links that fork at every
+			// level reach the deepest folder 2^levels times, a walk
+			// that would not end.
+			if visits[real]++; visits[real] > maxFolderPaths {
+				return fmt.Errorf("vision: %s: reached by more than %d paths through links (links that fork at every level): each would list its images again", real, maxFolderPaths)
+			}
 		}
 		entries, err := os.ReadDir(path)
 		if err != nil {

@@ -191,3 +191,35 @@ func TestFileListNotRegular(t *testing.T) {
 		assert.ErrorContains(t, err, p)
 	}
 }
+
+// Links that fork at every level (d_i/a and d_i/b both to d_{i+1}) reach
+// the deepest folder 2^levels times, each path listing its images again
+// as os.walk does: the walk stops with an error naming the folder, at
+// once, instead of running for ever.
+func TestImageFolderLinksThatForkAtEveryLevel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const levels = 30
+	for i := range levels {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "pool", strconv.Itoa(i)), 0o755))
+	}
+	for i := range levels - 1 {
+		next := filepath.Join(dir, "pool", strconv.Itoa(i+1))
+		require.NoError(t, os.Symlink(next, filepath.Join(dir, "pool", strconv.Itoa(i), "a")))
+		require.NoError(t, os.Symlink(next, filepath.Join(dir, "pool", strconv.Itoa(i), "b")))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "data"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "pool", "0"), filepath.Join(dir, "data", "cls")))
+	done := make(chan error, 1)
+	go func() {
+		_, err := vision.ImageFolder(filepath.Join(dir, "data"), vision.Eval(32))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorContains(t, err, "reached by more than 1000 paths through links")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the walk does not end")
+	}
+}
