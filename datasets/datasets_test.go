@@ -253,3 +253,30 @@ func TestIDXFileDeclaresItsOwnSize(t *testing.T) {
 		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "gz %v: allocated by the header", gz)
 	}
 }
+
+// What the size check lets through: a file with bytes after its data,
+// and a gzip file of several members (as cat a.gz b.gz makes), read as
+// before.
+func TestIDXFileSizeCheckAcceptsValidFiles(t *testing.T) {
+	t.Parallel()
+	dir := tiny(t, 2, false)
+	data, err := os.ReadFile(filepath.Join(dir, "train-labels-idx1-ubyte"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "train-labels-idx1-ubyte"), append(data, 0), 0o644))
+	_, err = datasets.MNIST(dir, "train", 0)
+	assert.NoError(t, err, "a byte after the data")
+
+	gz := tiny(t, 2, true)
+	path := filepath.Join(gz, "train-images-idx3-ubyte.gz")
+	whole, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var empty bytes.Buffer
+	z := gzip.NewWriter(&empty)
+	require.NoError(t, z.Close())
+	require.NoError(t, os.WriteFile(path, append(whole, empty.Bytes()...), 0o644))
+	want, err := datasets.MNIST(tiny(t, 2, true), "train", 0)
+	require.NoError(t, err)
+	got, err := datasets.MNIST(gz, "train", 0)
+	require.NoError(t, err, "a gzip file of two members")
+	assert.Equal(t, want.Len(), got.Len())
+}

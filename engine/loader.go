@@ -324,7 +324,10 @@ func (l *loader) track(epoch int, st *State, batches batchList) (numbers []int) 
 	unit := l.unit()
 	p := position{epoch: epoch, unit: unit, batches: batches.count(), ran: true}
 	if st != nil {
-		p.base, p.offset, p.skipped = st.Position, st.Position/unit, st.Skipped
+		p.base, p.offset = st.Position, st.Position/unit
+		if st.WorldSize == 1 && l.rank.WorldSize == 1 { // see State.Skipped
+			p.skipped = st.Skipped
+		}
 		if len(st.Done) > 0 { // increasing, checked by New: one merge, linear
 			numbers = make([]int, 0, batches.count())
 			done := st.Done

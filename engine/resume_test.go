@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -227,7 +228,8 @@ func TestResumeRefusesInconsistentStatesNamingTheField(t *testing.T) {
 		{"negative position", func(st *engine.State) { st.Position = -4 }, "engine: Config.Resume: Position: -4, want >= 0"},
 		{"negative epoch", func(st *engine.State) { st.Epoch = -1 }, "engine: Config.Resume: Epoch: -1, want >= 0"},
 		{"negative batches", func(st *engine.State) { st.Batches = -2 }, "engine: Config.Resume: Batches: -2, want >= 0"},
-		{"negative skipped", func(st *engine.State) { st.Skipped = -1 }, "engine: Config.Resume: Skipped: -1, want >= 0"},
+		{"negative skipped", func(st *engine.State) { st.Skipped = -1 }, "engine: Config.Resume: Skipped: -1, want 0 to the dataset's 100 samples"},
+		{"skipped past the dataset", func(st *engine.State) { st.Skipped = math.MaxInt }, "engine: Config.Resume: Skipped: 9223372036854775807, want 0 to the dataset's 100 samples"},
 		{"batch size 0", func(st *engine.State) { st.BatchSize = 0 }, "engine: Config.Resume: BatchSize: 0, want > 0"},
 		{"world size -1", func(st *engine.State) { st.WorldSize = -1 }, "engine: Config.Resume: WorldSize: -1, want > 0"},
 		{"unknown source", func(st *engine.State) { st.Kind = "mmap" }, `engine: Config.Resume: Kind: "mmap", want "map" or "iterable"`},
@@ -623,6 +625,22 @@ func TestResumeKeepsTheSkipBudget(t *testing.T) {
 			require.Len(t, head, tc.cut)
 			assert.Equal(t, tc.skipped, st.Skipped, "State.Skipped at the cut")
 			tail, _, rerr := run(tc.ds, tc.policy, roundTrip(t, st), -1)
+			if tc.skipped > 0 && tc.fails == "" { // the ranks of a job save the same state: no rank's own count in it
+				skipped := int64(0)
+				for rank := range 2 {
+					l, err := engine.New(tc.ds, engine.Config{BatchSize: 2, Seed: 1, Backend: "cpu", OnError: tc.policy, WorldSize: 2, Rank: rank})
+					require.NoError(t, err)
+					for _, err := range l.Epoch(context.Background(), 0) {
+						if err != nil {
+							break
+						}
+						assert.Zero(t, l.State().Skipped, "WorldSize 2")
+						skipped += l.Stats().Skipped
+					}
+					l.Close()
+				}
+				assert.Positive(t, skipped, "a rank skipped a sample, which its state leaves out")
+			}
 			assert.Equal(t, whole, append(head, tail...), "the batches, cut and resumed, are the uninterrupted run's")
 			if tc.fails == "" {
 				assert.NoError(t, rerr)

@@ -53,9 +53,12 @@ type State struct {
 	// in order; with OutOfOrder, Done lists the ones delivered after them.
 	Batches int   `json:"batches"`
 	Done    []int `json:"done,omitempty"`
-	// Skipped is the samples this rank skipped (Config.OnError) in the
-	// epoch's batches delivered before the state: a resumed epoch charges
-	// the epoch's budget from there, as the uninterrupted one would have.
+	// Skipped is the samples skipped (Config.OnError) in the epoch's
+	// batches delivered before the state: a resumed epoch charges the
+	// epoch's budget from there, as the uninterrupted one would have. It
+	// is kept with WorldSize 1 only: the ranks of a job save the same
+	// state, and each rank's budget is its own, so a resumed rank starts
+	// its count again (its budget still the whole epoch's).
 	Skipped int `json:"skipped,omitempty"`
 
 	// What the position is valid for; New refuses a State that does not
@@ -158,8 +161,8 @@ func (l *loader) checkResume(st *State, n int) error {
 		return bad("Position", "%d, want >= 0", st.Position)
 	case st.Batches < 0:
 		return bad("Batches", "%d, want >= 0", st.Batches)
-	case st.Skipped < 0:
-		return bad("Skipped", "%d, want >= 0", st.Skipped)
+	case st.Skipped < 0 || st.Skipped > n:
+		return bad("Skipped", "%d, want 0 to the dataset's %d samples", st.Skipped, n)
 	case st.BatchSize < 1:
 		return bad("BatchSize", "%d, want > 0", st.BatchSize)
 	case st.WorldSize < 1:
@@ -290,7 +293,9 @@ func (l *loader) State() State {
 	}
 	st.Epoch = p.epoch
 	st.Batches = p.offset + p.prefix
-	st.Skipped = p.skipped
+	if l.rank.WorldSize == 1 {
+		st.Skipped = p.skipped
+	}
 	st.Position = p.base + p.prefix*p.unit
 	for i := range p.ahead {
 		st.Done = append(st.Done, p.offset+i)

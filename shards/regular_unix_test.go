@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -260,4 +261,25 @@ func TestStoreConfigFilesNotRegular(t *testing.T) {
 	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(home, ".aws", "config")))
 	_, err := (&Opener{}).Open(context.Background(), "s3://data/a.tar")
 	assert.ErrorContains(t, err, "the default of AWS_CONFIG_FILE ("+filepath.Join(home, ".aws", "config")+"): ")
+}
+
+// What CheckFiles lets through: /dev/null and a link to it (the usual
+// "no file"), and a descriptor the process inherited (`<(echo "$KEY")`:
+// /dev/fd/N, a pipe its caller writes).
+func TestStoreConfigFilesThatPass(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "config")
+	require.NoError(t, os.Symlink(os.DevNull, link))
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	for _, path := range []string{os.DevNull, link, "/dev/fd/" + strconv.Itoa(int(r.Fd())), "/dev/stdin"} {
+		t.Setenv("TB_TEST_FILE", path)
+		assert.NoError(t, store.CheckFiles("TB_TEST_FILE", ""), path)
+	}
+	t.Setenv("TB_TEST_FILE", "")
+	assert.NoError(t, store.CheckFiles("TB_TEST_FILE", ""), "unset, no default")
+	assert.NoError(t, store.CheckFiles("TB_TEST_FILE", filepath.Join(dir, "missing")), "a default that is not there")
+	assert.ErrorContains(t, store.CheckFiles("TB_TEST_FILE", "/dev/zero"), "the default of TB_TEST_FILE (/dev/zero): ")
 }

@@ -48,7 +48,7 @@ func isMeta(name string) bool {
 // member without a key, a repeated extension within a sample, a link, a
 // device, a pipe or a sparse file, a member larger than the limit, a
 // truncated tar (cut inside a member or before the end-of-archive blocks)
-// and anything but zeros (1 MiB at most) after the end-of-archive blocks
+// and anything but zeros (64 MiB at most) after the end-of-archive blocks
 // (zeroed blocks inside the shard read as its end) are errors naming the
 // shard and the member. It is an
 // engine.RecordReader.
@@ -300,9 +300,9 @@ func (t *TarReader) header() (*tar.Header, error) {
 }
 
 // maxTrailer is the most a tar may hold after its end-of-archive blocks:
-// zeros to the end of its last record (10 KiB by default; GNU tar's
-// largest blocking factor makes 1 MiB records).
-const maxTrailer = 1 << 20
+// zeros to the end of its last record (10 KiB by default; GNU tar takes
+// blocking factors of 20480 and more, 10 MiB records).
+const maxTrailer = 64 << 20
 
 // trailer checks what follows the end-of-archive blocks: zeros, and at
 // most maxTrailer of them. Anything else is a shard whose end came too

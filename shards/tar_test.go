@@ -230,7 +230,7 @@ func TestTarReaderBufferReusedAfterClose(t *testing.T) {
 }
 
 // What follows a tar's end-of-archive blocks must be zeros, a record's
-// worth at most: blocks of zeros inside a shard (a disk or copy fault)
+// worth at most (64 MiB): blocks of zeros inside a shard (a disk or copy fault)
 // read as its end, and the samples after them would be lost without a
 // word. Next and Count say so alike.
 func TestTarTrailer(t *testing.T) {
@@ -252,7 +252,8 @@ func TestTarTrailer(t *testing.T) {
 		{"padded with 1 MiB of zeros", append(slices.Clone(whole), make([]byte, 1<<20-1024)...), ""},
 		{"zeroed blocks inside", zeroed, "a byte that is not zero at byte"},
 		{"another file after it", append(slices.Clone(whole), whole...), "a byte that is not zero at byte"},
-		{"2 MiB of zeros after it", append(slices.Clone(whole), make([]byte, 2<<20)...), "more than 1048576 bytes after the end-of-archive blocks"},
+		{"a 10 MiB record's zeros, as tar -b 20480 writes", append(slices.Clone(whole), make([]byte, 10<<20-1024)...), ""},
+		{"65 MiB of zeros after it", append(slices.Clone(whole), make([]byte, 65<<20)...), "more than 67108864 bytes after the end-of-archive blocks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewTarReader("z.tar", io.NopCloser(bytes.NewReader(tc.data)), 0)

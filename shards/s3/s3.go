@@ -63,10 +63,13 @@ func open(ctx context.Context, h store.HTTP) (store.Store, error) {
 // AWS CLI does for one; without a region, us-east-1. optFns adjust the
 // client's options last.
 func NewClient(ctx context.Context, optFns ...func(*s3.Options)) (*s3.Client, error) {
-	home, _ := os.UserHomeDir()
+	cfgFile, credFile := "", "" // the SDK's defaults, where there is a home
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		cfgFile, credFile = filepath.Join(home, ".aws", "config"), filepath.Join(home, ".aws", "credentials")
+	}
 	if err := store.CheckFiles(
-		"AWS_CONFIG_FILE", filepath.Join(home, ".aws", "config"),
-		"AWS_SHARED_CREDENTIALS_FILE", filepath.Join(home, ".aws", "credentials"),
+		"AWS_CONFIG_FILE", cfgFile,
+		"AWS_SHARED_CREDENTIALS_FILE", credFile,
 		"AWS_WEB_IDENTITY_TOKEN_FILE", "",
 		"AWS_CA_BUNDLE", "",
 	); err != nil {

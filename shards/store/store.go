@@ -25,6 +25,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,15 +180,19 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // environment variable naming a file, else, where it is unset, the
 // default path that follows it ("" for none). Unset variables without a
 // default, and files that do not exist, pass: the SDK says what is
-// missing. So does os.DevNull, the usual way to say "no file" (reads
-// of it end at once).
+// missing. So do os.DevNull (or a link to it), the usual way to say
+// "no file", and a descriptor the process inherited (/dev/fd/N,
+// /dev/stdin: `<(echo "$KEY")`), whose pipe the caller writes.
 func CheckFiles(names ...string) error {
 	for i := 0; i+1 < len(names); i += 2 {
 		what, path := names[i], os.Getenv(names[i])
 		if path == "" {
 			what, path = "the default of "+names[i], names[i+1]
 		}
-		if path == "" || path == os.DevNull {
+		if path == "" || inherited(path) {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(path); err == nil && real == os.DevNull {
 			continue
 		}
 		if err := regfile.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -195,6 +200,12 @@ func CheckFiles(names ...string) error {
 		}
 	}
 	return nil
+}
+
+// inherited reports whether path names a descriptor the process was
+// given: a pipe its caller writes, which an open does not block on.
+func inherited(path string) bool {
+	return path == "/dev/stdin" || strings.HasPrefix(path, "/dev/fd/") || strings.HasPrefix(path, "/proc/self/fd/")
 }
 
 // RangeHeader is the HTTP Range of n bytes from off (n < 0: to the end),
