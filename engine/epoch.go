@@ -88,7 +88,9 @@ type run struct {
 // before it sleeps on a full window, a consumer spinning without
 // yielding while a P is free.
 
-func newRun(ctx context.Context, l *loader, epoch int, batches batchList, workers []*worker) *run {
+// newRun starts the run of batches, the epoch's (or, resumed, what is
+// left of them), whose skip budget is whole's, the whole epoch's.
+func newRun(ctx context.Context, l *loader, epoch int, batches, whole batchList, workers []*worker) *run {
 	r := &run{
 		l:       l,
 		epoch:   epoch,
@@ -100,7 +102,7 @@ func newRun(ctx context.Context, l *loader, epoch int, batches batchList, worker
 		workers: workers,
 	}
 	r.ring = make([]*pending, r.window)
-	r.budget = l.cfg.OnError.budget(batches.count(), batches.samples)
+	r.budget = l.cfg.OnError.budget(whole.count(), whole.samples)
 	r.bf, _ = l.ds.(BatchFiller)
 	r.cond = sync.NewCond(&r.mu)
 	r.ctx, r.cancel = context.WithCancelCause(ctx)

@@ -251,6 +251,12 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	whole := batches // what a SkipFraction is of: the whole epoch, where resumed too
+	if resume != nil && l.cfg.OnError.SkipFraction > 0 {
+		if whole, err = l.epochBatches(epoch, 0); err != nil {
+			return nil, err
+		}
+	}
 	if batches.count() == 0 && skip == 0 && l.cfg.DropLast {
 		l.warnDropLast(epoch)
 	}
@@ -294,13 +300,8 @@ func (l *loader) start(ctx context.Context, epoch int) (*run, error) {
 			l.workers = workers
 		}
 	}
-	r := newRun(ctx, l, epoch, batches, workers)
+	r := newRun(ctx, l, epoch, batches, whole, workers)
 	r.offset, r.numbers, r.reader, r.skipped = l.pos.offset, numbers, reader, l.pos.skipped
-	if resume != nil && l.cfg.OnError.SkipFraction > 0 { // the epoch's budget, not its rest's
-		if full, err := l.epochBatches(epoch, 0); err == nil {
-			r.budget = l.cfg.OnError.budget(full.count(), full.samples)
-		}
-	}
 	r.wg.Add(len(workers))
 	for _, w := range workers {
 		if w.runs != nil {

@@ -104,6 +104,9 @@ type Opener struct {
 	httpOnce sync.Once
 	client   *http.Client
 
+	certsOnce sync.Once
+	certsErr  error // checkCerts's
+
 	storesMu sync.Mutex
 	stores   map[string]*madeStore // by scheme, made on first use
 	clients  []*http.Client        // made for the stores, for CloseIdleConnections
@@ -656,6 +659,10 @@ func (a *attempt) idle(ctx context.Context, err error) error {
 // the attempt is returned with its timer stopped, for the caller to end,
 // or to keep while it reads the body that try kept.
 func (o *Opener) do(ctx context.Context, rs *retries, where func() string, try func(a *attempt) error) (*attempt, error) {
+	o.certsOnce.Do(func() { o.certsErr = store.CheckFiles("SSL_CERT_FILE", "") })
+	if o.certsErr != nil { // Go reads it by name at the first TLS handshake: a FIFO would block it
+		return nil, o.certsErr
+	}
 	for {
 		if rs.last != nil {
 			if rs.fails >= o.maxRetries() {

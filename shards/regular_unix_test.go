@@ -225,6 +225,7 @@ func TestStoreConfigFilesNotRegular(t *testing.T) {
 		{"s3 web identity", "s3://data/a.tar", "AWS_WEB_IDENTITY_TOKEN_FILE", nil},
 		{"gs", "gs://data/a.tar", "GOOGLE_APPLICATION_CREDENTIALS", nil},
 		{"az", "az://data/a.tar", "AZURE_FEDERATED_TOKEN_FILE", map[string]string{"AZURE_STORAGE_ACCOUNT": "mydata"}},
+		{"https roots", "https://127.0.0.1:1/a.tar", "SSL_CERT_FILE", nil}, // read by Go's crypto/x509 at the first handshake
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearStoreEnv(t)

@@ -433,7 +433,7 @@ func (s *Source) Shards(ctx context.Context) ([]engine.ShardInfo, error) {
 func (s *Source) warnUnversioned(ids []string) {
 	first, n := "", 0
 	for i, id := range ids {
-		if strings.HasPrefix(id, remoteIdentity("", -1)[:3]) { // `"" `: remoteIdentity without a version
+		if strings.HasPrefix(id, strconv.Quote("")+" ") { // remoteIdentity's, without a version
 			if n++; n == 1 {
 				first = s.names[i]
 			}

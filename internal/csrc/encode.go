@@ -27,9 +27,6 @@ type JPEGEncoder struct {
 // loader searches for, or a path) and makes an encoder. A missing library
 // or symbol is an error.
 func OpenJPEGEncoder(path string) (*JPEGEncoder, error) {
-	if err := checkLibrary(path); err != nil {
-		return nil, err
-	}
 	lib := (*C.tb_tj_enc)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tb_tj_enc{}))))
 	if lib == nil {
 		return nil, errors.New("csrc: out of memory")

@@ -33,9 +33,6 @@ type JPEGLib struct {
 // OpenJPEG loads libjpeg from path (a file name the dynamic loader
 // searches for, or a path). A missing library or symbol is an error.
 func OpenJPEG(path string) (*JPEGLib, error) {
-	if err := checkLibrary(path); err != nil {
-		return nil, err
-	}
 	lib := (*C.tb_jpeg_lib)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tb_jpeg_lib{}))))
 	if lib == nil {
 		return nil, errors.New("csrc: out of memory")

@@ -15,8 +15,9 @@ import (
 )
 
 // A library named by a path that is a FIFO, a device or a folder
-// ($TENSORBATCH_CUDA_LIB, $TENSORBATCH_JPEG_LIB) is refused at once,
-// naming what it is: dlopen would block on the FIFO forever.
+// ($TENSORBATCH_CUDA_LIB, $TENSORBATCH_JPEG_LIB) is refused at once by
+// tb_dl_open, which every load goes through, naming what it is: dlopen
+// would block on the FIFO forever.
 func TestLibraryPathNotRegular(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "libfifo.so")

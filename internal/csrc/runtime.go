@@ -54,12 +54,8 @@ static const char *rt_error_string(tb_runtime *rt, int err) { return rt->get_err
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"unsafe"
-
-	"github.com/tensorbatch/tensorbatch/internal/regfile"
 )
 
 // Cgo reports whether the C core is in this binary: true here; false in a
@@ -97,9 +93,6 @@ type Runtime struct {
 // Open loads the library at path as a runtime of kind. A library that is
 // missing, or lacks one of the entry points, is an error that says which.
 func Open(kind Kind, path string) (*Runtime, error) {
-	if err := checkLibrary(path); err != nil {
-		return nil, err
-	}
 	rt := (*C.tb_runtime)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tb_runtime{}))))
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
@@ -301,17 +294,3 @@ func (r *Runtime) CopyToDevice(dst DevicePtr, src []byte) error {
 // addr is the address of b's first byte as an integer, for memory the C
 // side may hold on to (runtime memory, never Go memory).
 func addr(b []byte) C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
-
-// checkLibrary refuses a library named by a path (not a bare name, which
-// dlopen looks for in the system's folders) that is there and is not a
-// regular file: dlopen would block on a FIFO, forever. Anything else is
-// dlopen's to say.
-func checkLibrary(path string) error {
-	if !strings.ContainsAny(path, `/\`) {
-		return nil
-	}
-	if err := regfile.Check(path); errors.Is(err, regfile.ErrNotRegular) {
-		return fmt.Errorf("csrc: open %s: %w", path, err)
-	}
-	return nil
-}

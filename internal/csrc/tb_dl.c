@@ -41,10 +41,21 @@ void tb_dl_close(void *lib) { FreeLibrary((HMODULE)lib); }
 
 #else
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 /* dlerror's state is per thread: it is read in the same C call as dlopen,
- * so no other call on this thread can clear it in between. */
+ * so no other call on this thread can clear it in between.
+ *
+ * A library named by a path (not a bare name, which dlopen looks for in
+ * the system's folders) that is there and is not a regular file is
+ * refused first: dlopen would block on a FIFO for ever. */
 void *tb_dl_open(const char *path, char *err, size_t errlen) {
+	struct stat st;
+	if (strchr(path, '/') != NULL && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file (%s)", path,
+		         S_ISFIFO(st.st_mode) ? "a named pipe" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket");
+		return NULL;
+	}
 	dlerror();
 	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
