@@ -84,15 +84,8 @@ func TestCorpusLinksLittle(t *testing.T) {
 func TestSentinelErrorsNameTheirPackage(t *testing.T) {
 	t.Parallel()
 	for _, dir := range []string{"engine", "collate", "pinned", "vision", "shards", "shards/store", "corpus", "datasets"} {
-		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
-		require.NoError(t, err)
-		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
-			require.NoError(t, err)
-			pkg := filepath.Base(dir)
+		pkg := filepath.Base(dir)
+		eachSource(t, filepath.Join("..", "..", dir), func(name string, f *ast.File) {
 			ast.Inspect(f, func(n ast.Node) bool {
 				vs, ok := n.(*ast.ValueSpec)
 				if !ok {
@@ -115,7 +108,22 @@ func TestSentinelErrorsNameTheirPackage(t *testing.T) {
 				}
 				return true
 			})
+		})
+	}
+}
+
+// eachSource parses each non-test Go file of dir and calls fn with it.
+func eachSource(t *testing.T, dir string, fn func(name string, f *ast.File)) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		fn(name, f)
 	}
 }
 
@@ -151,14 +159,7 @@ func TestMessagesNameTheirOwnPackage(t *testing.T) {
 	}))
 	require.Contains(t, names, "corpus")
 	for dir, pkg := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		require.NoError(t, err)
-		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
-			require.NoError(t, err)
+		eachSource(t, dir, func(name string, f *ast.File) {
 			ast.Inspect(f, func(n ast.Node) bool {
 				lit, ok := n.(*ast.BasicLit)
 				if !ok || lit.Kind != token.STRING {
@@ -173,6 +174,6 @@ func TestMessagesNameTheirOwnPackage(t *testing.T) {
 				}
 				return true
 			})
-		}
+		})
 	}
 }
